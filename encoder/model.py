@@ -1,0 +1,222 @@
+"""A Transformer encoder written from the equations, in paper order: embeddings, attention, FFN, layer, stack.
+
+Every module returns what it computed (the taps) instead of storing it: one model object is shared by all
+browser sessions, so nothing here may keep per-call state. Dropout takes an explicit torch.Generator, so a
+training-mode pass never touches the module's train/eval flag or the global RNG.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import EncoderConfig
+
+TAPS = ("input", "attn", "add1", "norm1", "ffn_hidden", "ffn", "add2", "norm2", "output")
+
+
+class Dropout(nn.Module):
+    """Inverted dropout; active only when a generator is passed (the trace's train mode)."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: Tensor, gen: torch.Generator | None = None) -> Tensor:
+        if gen is None or self.p == 0.0:
+            return x
+        keep = torch.rand(x.shape, generator=gen, device=gen.device).to(x.device) >= self.p
+        return x * keep / (1.0 - self.p)
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), as in the paper."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (T, 1)
+    i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
+    angle = pos / torch.pow(10000.0, i / d_model)  # (T, ceil(D/2))
+    table = torch.zeros(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return table.float()
+
+
+class Embeddings(nn.Module):
+    """Token embedding + positional encoding (+ BERT's token type and LayerNorm), then dropout."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if cfg.positional == "learned":
+            self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
+        elif cfg.positional == "sinusoidal":
+            self.register_buffer("pe", torch.zeros(cfg.max_len, cfg.d_model), persistent=False)
+        self.seg = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
+        self.ln = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.embed_norm else None
+        self.drop = Dropout(cfg.dropout)
+
+    def positions(self, seq: int) -> Tensor | None:
+        """The (seq, d_model) positional term, or None when the config has none."""
+        if self.cfg.positional == "learned":
+            return self.pos.weight[:seq]
+        if self.cfg.positional == "sinusoidal":
+            return self.pe[:seq]
+        return None
+
+    def forward(self, ids: Tensor, gen: torch.Generator | None = None) -> Tensor:
+        x = self.tok(ids)  # (B, T, D)
+        pos = self.positions(ids.shape[1])
+        if pos is not None:
+            x = x + pos
+        if self.seg is not None:
+            x = x + self.seg.weight[0]  # single-segment input: every token has type 0
+        if self.ln is not None:
+            x = self.ln(x)
+        return self.drop(x, gen)
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """MultiHead(X) = Concat(head_1..head_h) W_O, head_i = softmax(Q_i K_i^T / sqrt(d_k)) V_i; no causal mask."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.num_heads, self.d_head = cfg.num_heads, cfg.d_head
+        # W_Q, W_K, W_V of all heads stacked in one matrix: one GEMM instead of 3h small ones.
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model)  # W_O
+        self.drop = Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, pad_mask: Tensor | None, gen: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        """x (B, T, D), pad_mask (B, T) True at padding -> output (B, T, D), pattern (B, H, T, T)."""
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.d_head).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, dh)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.d_head)  # (B, H, T, T)
+        if pad_mask is not None:
+            scores = scores.masked_fill(pad_mask[:, None, None, :], float("-inf"))
+        pattern = scores.softmax(dim=-1)  # each row sums to 1 over the keys
+        ctx = self.drop(pattern, gen) @ v  # (B, H, T, dh)
+        ctx = ctx.transpose(1, 2).reshape(B, T, D)  # concat heads
+        return self.out(ctx), pattern
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to each position separately."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.act = F.relu if cfg.activation == "relu" else F.gelu
+        self.drop = Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, gen: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        hidden = self.act(self.w1(x))  # (B, T, d_ff)
+        return hidden, self.w2(self.drop(hidden, gen))  # (B, T, d_ff), (B, T, D)
+
+
+class EncoderLayer(nn.Module):
+    """One encoder layer; post: LN(x + Dropout(f(x))), pre: x + Dropout(f(LN(x)))."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.norm = cfg.norm
+        self.attn = MultiHeadSelfAttention(cfg)
+        self.ffn = FeedForward(cfg)
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.drop1 = Dropout(cfg.dropout)
+        self.drop2 = Dropout(cfg.dropout)
+
+    def forward(
+        self, x: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """x (B, T, D) -> output (B, T, D), attention pattern (B, H, T, T), taps by name."""
+        if self.norm == "post":
+            attn, pattern = self.attn(x, pad_mask, gen)
+            add1 = x + self.drop1(attn, gen)
+            norm1 = self.ln1(add1)
+            hidden, ffn = self.ffn(norm1, gen)
+            add2 = norm1 + self.drop2(ffn, gen)
+            out = norm2 = self.ln2(add2)
+        else:
+            norm1 = self.ln1(x)
+            attn, pattern = self.attn(norm1, pad_mask, gen)
+            add1 = x + self.drop1(attn, gen)
+            norm2 = self.ln2(add1)
+            hidden, ffn = self.ffn(norm2, gen)
+            out = add2 = add1 + self.drop2(ffn, gen)
+        taps = dict(input=x, attn=attn, add1=add1, norm1=norm1, ffn_hidden=hidden, ffn=ffn, add2=add2, norm2=norm2, output=out)
+        return out, pattern, taps
+
+
+class Encoder(nn.Module):
+    """Embeddings followed by N identical layers (6 in the original), plus an optional final LayerNorm."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = Embeddings(cfg)
+        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_layers))
+        self.final_ln = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.final_norm else None
+        self.vocab_dir = None  # folder of the tokenizer.json to use; None = the bundled WordPiece vocabulary
+
+    def forward(
+        self, ids: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None
+    ) -> tuple[Tensor, list[Tensor], list[dict[str, Tensor]]]:
+        """ids (B, T) -> final output (B, T, D), per-layer patterns [(B, H, T, T)], per-layer taps."""
+        return self.forward_embedded(self.embed(ids, gen), pad_mask, gen)
+
+    def forward_embedded(
+        self, x: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None
+    ) -> tuple[Tensor, list[Tensor], list[dict[str, Tensor]]]:
+        """The layer stack on already-embedded input x (B, T, D)."""
+        patterns, taps = [], []
+        for layer in self.layers:
+            x, pattern, tap = layer(x, pad_mask, gen)
+            patterns.append(pattern)
+            taps.append(tap)
+        if self.final_ln is not None:
+            x = self.final_ln(x)
+        return x, patterns, taps
+
+    @torch.no_grad()
+    def init_weights(self, gen: torch.Generator) -> None:
+        """Xavier-uniform linear weights, zero biases, unit LayerNorms, N(0, 1) embeddings; all from `gen`."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                fan_out, fan_in = module.weight.shape
+                bound = math.sqrt(6.0 / (fan_in + fan_out))
+                if fan_out == 3 * fan_in:  # qkv: Xavier per projection, as if W_Q, W_K, W_V were separate
+                    bound = math.sqrt(6.0 / (2 * fan_in))
+                module.weight.copy_(torch.rand(module.weight.shape, generator=gen) * 2 * bound - bound)
+                module.bias.zero_()
+            elif isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+                module.bias.zero_()
+            elif isinstance(module, nn.Embedding):
+                module.weight.copy_(torch.randn(module.weight.shape, generator=gen))
+        if self.cfg.positional == "sinusoidal":
+            self.embed.pe.copy_(sinusoidal_table(self.cfg.max_len, self.cfg.d_model))
+
+
+def pick_device(prefer: str | None = None) -> torch.device:
+    """CUDA when there is one, else Apple's MPS, else the CPU; `prefer` overrides."""
+    if prefer:
+        return torch.device(prefer)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def build_model(config: EncoderConfig, device: str | torch.device | None = None) -> Encoder:
+    """A randomly initialised Encoder, bit-identical for the same config and seed; the global RNG is untouched."""
+    with torch.device("meta"):
+        model = Encoder(config)  # no parameters drawn from the global RNG
+    model.to_empty(device="cpu")
+    model.init_weights(torch.Generator().manual_seed(config.seed))
+    return model.to(pick_device(device)).eval().requires_grad_(False)

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh Debian machine, then run the whole suite.
+#   - system packages: Chromium (for the Playwright browser tests) and Graphviz's `dot` (SVG export)
+#   - a virtual environment .venv-test with requirements-test.txt
+# Nothing is skipped: a missing browser or binary makes the tests that need it fail, loudly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+[ -x /usr/bin/chromium ] || need+=(chromium)
+command -v dot >/dev/null 2>&1 || need+=(graphviz)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv-test/bin/python ]; then
+  "$PY" -m venv .venv-test
+fi
+.venv-test/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
+
+.venv-test/bin/python -m ruff check .
+exec .venv-test/bin/python -m pytest "$@"
