@@ -1,0 +1,133 @@
+"""Encoder Explorer: the frame. Sidebar -> EncoderConfig -> cached model and trace -> st.navigation(pages)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from encoder import settings
+from encoder.settings import CUSTOM, PRETRAINED
+
+st.set_page_config(page_title="Encoder Explorer", page_icon=":material/hub:", layout="wide")
+
+# url_path differs from each file name so Streamlit's legacy pages/ router never runs a page without this frame.
+PAGES = {
+    "Explore": [
+        st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:", url_path="heatmaps", default=True),
+        st.Page("pages/activations.py", title="Activations", icon=":material/monitoring:", url_path="statistics"),
+        st.Page("pages/dataflow.py", title="Data flow", icon=":material/account_tree:", url_path="diagram"),
+        st.Page("pages/tokens.py", title="Tokens & embeddings", icon=":material/token:", url_path="wordpieces"),
+    ],
+    "Teach": [
+        st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="side-by-side"),
+        st.Page("pages/step.py", title="Step through a layer", icon=":material/footprint:", url_path="walkthrough"),
+        st.Page("pages/stability.py", title="Training stability", icon=":material/show_chart:", url_path="warmup"),
+        st.Page("pages/position.py", title="Position", icon=":material/shuffle:", url_path="word-order"),
+        st.Page("pages/quiz.py", title="Quiz", icon=":material/quiz:", url_path="check"),
+    ],
+}
+nav = st.navigation(PAGES)
+ss = st.session_state
+
+# Settings: seeded once per session from the URL, then owned by the widgets.
+if "_init" not in ss:
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    values, problems = settings.from_query(params)
+    if values.get("device", "auto") not in ui.available_devices():
+        problems.append(f"The device {values['device']!r} is not available here; using auto.")
+        values["device"] = "auto"
+    for key, value in (settings.defaults() | values).items():
+        ss[key] = value
+    ss["_url_problems"] = problems
+    ss["_init"] = True
+for key in settings.SETTINGS:
+    ss[key] = ss[key]  # keeps the values of widgets that this run does not draw (e.g. custom knobs while pretrained)
+
+LABELS = {PRETRAINED: settings.PRETRAINED_LABEL, CUSTOM: settings.CUSTOM_LABEL}
+NORM_LABELS = {"post": "Post-LN (original paper)", "pre": "Pre-LN"}
+
+with st.sidebar:
+    st.radio("Model", [PRETRAINED, CUSTOM], format_func=LABELS.get, key="model")
+    if ss["model"] == CUSTOM:
+        st.select_slider("d_model (width)", settings.D_MODEL_OPTIONS, key="d_model")
+        st.select_slider("Heads (num_heads)", settings.HEAD_OPTIONS, key="num_heads")
+        st.select_slider("d_ff (FFN width, usually 4 × d_model)", settings.D_FF_OPTIONS, key="d_ff")
+        st.slider("Layers (num_layers)", 1, settings.MAX_LAYERS, key="num_layers")
+        st.slider("Dropout", 0.0, 0.5, step=0.05, key="dropout")
+        st.radio("Activation", ["relu", "gelu"], format_func=str.upper, key="activation", horizontal=True)
+        st.radio(
+            "Norm placement",
+            ["post", "pre"],
+            format_func=NORM_LABELS.get,
+            captions=[
+                "LayerNorm after each residual add; needs learning-rate warm-up to train.",
+                "LayerNorm inside each residual branch; trains stably without warm-up.",
+            ],
+            key="norm",
+        )
+        st.selectbox("Positional encoding", ["sinusoidal", "learned", "none"], key="positional")
+        st.checkbox("Final LayerNorm after the stack", key="final_norm", help="Pre-LN stacks usually end with one.")
+        st.number_input("Seed", 0, settings.MAX_SEED, step=1, key="seed")
+    else:
+        st.caption("6 layers × 12 heads, d_model 384, d_ff 1536, GELU, Post-LN, learned positions.")
+    st.toggle("Training mode (dropout on)", key="train", help="Eval mode is the default: dropout is the identity.")
+    st.selectbox("Device", ui.available_devices(), key="device")
+    st.toggle("Presentation mode", key="present", help="Bigger fonts, no explanatory captions: for projecting.")
+
+if ss["present"]:
+    # Static CSS only; no user text goes into it.
+    st.html("<style>html, body, [class*='st-'] {font-size: 1.15rem;} .stCaption {display: none;}</style>")
+
+for problem in ss.pop("_url_problems", []):
+    st.warning(problem, icon=":material/link_off:")
+
+st.title("Encoder Explorer")
+
+
+def use_example() -> None:
+    if ss.get("example"):
+        ss["text"] = settings.EXAMPLES[ss["example"]]
+    ss["example"] = None
+
+
+left, right = st.columns([3, 1], vertical_alignment="bottom")
+left.text_area("Sentence", key="text", max_chars=settings.MAX_TEXT_CHARS, height=80)
+right.selectbox("Examples", list(settings.EXAMPLES), index=None, placeholder="Try an example…", key="example",
+                on_change=use_example)
+
+device = ui.resolve_device(ss["device"])
+config_key, model, trace, problem = None, None, None, ""
+try:
+    if ss["model"] == CUSTOM:
+        config_key = settings.config_from(ss).to_json()
+    model = ui.get_model(config_key, device)
+    if ss["text"].strip():
+        trace = ui.get_trace(config_key, device, ss["text"], ss["train"])
+    else:
+        problem = "Type a sentence above, or pick an example, to see the encoder at work."
+        st.info(problem, icon=":material/edit:")
+except ValueError as err:
+    problem = str(err)
+    st.error(problem, icon=":material/error:")
+except (RuntimeError, MemoryError) as err:
+    problem = f"The encoder could not run this input ({type(err).__name__}). Try a shorter sentence or a smaller model."
+    st.error(problem, icon=":material/error:")
+
+if trace is not None:
+    if trace.truncated:
+        st.warning(f"The sentence is longer than the model's {model.cfg.max_len} tokens; only the first "
+                   f"{model.cfg.max_len} are shown.", icon=":material/content_cut:")
+    if trace.notice:
+        st.info(trace.notice)
+
+ss[ui.PAGE_KEY] = ui.Frame(
+    values={k: ss[k] for k in settings.SETTINGS},
+    config=model.cfg if model is not None else None,
+    config_key=config_key,
+    device=device,
+    model=model,
+    trace=trace,
+    problem=problem,
+)
+ui.sync_url()
+nav.run()

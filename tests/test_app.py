@@ -1,0 +1,156 @@
+"""The Streamlit app through AppTest: every page, both norm placements, bad configs and URLs, no exceptions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from encoder import TAPS, settings
+
+TIMEOUT = 120
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGES = [
+    "pages/attention.py",
+    "pages/activations.py",
+    "pages/dataflow.py",
+    "pages/tokens.py",
+    "pages/compare.py",
+    "pages/step.py",
+    "pages/stability.py",
+    "pages/position.py",
+    "pages/quiz.py",
+]
+SMALL_POST = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2", "norm": "post"}
+SMALL_PRE = SMALL_POST | {"norm": "pre", "final_norm": "true", "activation": "gelu"}
+
+
+def start(params: dict | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def plotly_specs(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def graphviz_source(at: AppTest) -> str:
+    charts = at.get("graphviz_chart")
+    assert charts, "no graphviz chart on the page"
+    return charts[0].proto.spec
+
+
+def heatmap_ticktext(at: AppTest) -> list[str]:
+    spec = plotly_specs(at)[0]
+    axis = spec["layout"]["xaxis"]
+    return axis.get("ticktext") or [str(x) for x in spec["data"][0]["x"]]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fresh_caches():
+    st.cache_resource.clear()
+    yield
+
+
+def test_opens_on_pretrained_model_with_a_sentence():
+    at = start()
+    assert_clean(at)
+    assert at.radio(key="model").value == settings.PRETRAINED
+    assert at.text_area(key="text").value == settings.DEFAULT_SENTENCE
+    specs = plotly_specs(at)
+    assert specs and specs[0]["data"][0]["type"] == "heatmap"
+    assert "animal" in heatmap_ticktext(at)
+    frame = at.session_state["frame"]
+    assert frame.trace.num_layers == 6 and frame.trace.num_heads == 12
+
+
+@pytest.mark.parametrize("params", [{}, SMALL_POST, SMALL_PRE], ids=["pretrained", "custom-post", "custom-pre"])
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs(page, params):
+    at = start(params)
+    at.switch_page(page).run()
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_changing_the_sentence_changes_the_heatmap():
+    at = start()
+    before = heatmap_ticktext(at)
+    at.text_area(key="text").input("Bananas are yellow.").run()
+    assert_clean(at)
+    after = heatmap_ticktext(at)
+    assert after != before and "bananas" in after
+
+
+def test_changing_the_head_does_not_rerun_the_model():
+    at = start()
+    trace = at.session_state["frame"].trace
+    z0 = plotly_specs(at)[0]["data"][0]["z"]
+    at.selectbox(key="head").set_value(5).run()
+    assert at.session_state["frame"].trace is trace  # the cached trace object, not a new forward pass
+    assert plotly_specs(at)[0]["data"][0]["z"] != z0
+
+
+def test_impossible_config_shows_the_config_error():
+    at = start(SMALL_POST | {"d_model": "64", "num_heads": "3"})
+    assert_clean(at)
+    assert any("not divisible" in e.value for e in at.error)
+    at.switch_page("pages/attention.py").run()
+    assert_clean(at)
+
+
+def test_empty_sentence_shows_a_prompt_not_an_error():
+    at = start()
+    at.text_area(key="text").input("   ").run()
+    assert_clean(at)
+    assert not at.error
+    assert any("Type a sentence" in i.value for i in at.info)
+
+
+def test_query_params_restore_the_settings():
+    at = start(SMALL_PRE | {"layer": "1", "head": "2", "text": "Hello there, world!"})
+    assert_clean(at)
+    frame = at.session_state["frame"]
+    assert frame.config.norm == "pre" and frame.config.num_layers == 2 and frame.config.d_model == 64
+    assert at.slider(key="layer").value == 1 and at.selectbox(key="head").value == 2
+    assert at.text_area(key="text").value == "Hello there, world!"
+    assert "hello" in heatmap_ticktext(at)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"d_model": "banana", "num_layers": "999999999999", "norm": "sideways"},
+        {"dropout": "nan", "seed": "-1", "train": "perhaps", "device": "tpu"},
+        {"layer": "40", "head": "-3", "view": "<script>"},
+        {"model": ["custom", "pretrained", "custom"], "num_heads": ["4", "8"]},
+        {"unknown": "1", "text": "%00%ff"},
+    ],
+)
+def test_hostile_urls_fall_back_and_say_so(params):
+    at = start(params)
+    assert_clean(at)
+    assert at.warning, "a bad URL parameter must be reported"
+    assert at.session_state["frame"].trace is not None
+
+
+def test_dataflow_diagram_follows_the_norm_placement():
+    post = start(SMALL_POST)
+    post.switch_page("pages/dataflow.py").run()
+    pre = start(SMALL_PRE)
+    pre.switch_page("pages/dataflow.py").run()
+    assert_clean(post)
+    assert_clean(pre)
+    dot_post, dot_pre = graphviz_source(post), graphviz_source(pre)
+    assert dot_post != dot_pre
+    for tap in TAPS:
+        assert tap in dot_post and tap in dot_pre

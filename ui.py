@@ -1,0 +1,114 @@
+"""Streamlit glue shared by the frame (app.py) and the pages: caches, session settings and small widgets.
+
+The encoder library never imports Streamlit; this module is the only place where the two meet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import streamlit as st
+import torch
+
+import encoder
+from encoder import settings
+from encoder.resources import check_budget
+
+PAGE_KEY = "frame"
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """What the frame computed this run; pages read it from st.session_state."""
+
+    values: dict[str, Any]
+    config: encoder.EncoderConfig | None
+    config_key: str | None  # JSON of the custom config; None = the pretrained model
+    device: str
+    model: encoder.Encoder | None
+    trace: encoder.Trace | None
+    problem: str  # why there is no trace (empty sentence, impossible config...), shown by pages that need one
+
+    @property
+    def present(self) -> bool:
+        return bool(self.values.get("present"))
+
+
+def available_devices() -> list[str]:
+    devices = ["auto", "cpu"]
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def resolve_device(choice: str) -> str:
+    if choice not in available_devices() or choice == "auto":
+        return str(encoder.pick_device())
+    return choice
+
+
+@st.cache_resource(max_entries=3, show_spinner="Building the model…")
+def get_model(config_key: str | None, device: str) -> encoder.Encoder:
+    """One shared, never-mutated model per (config, device); None = the bundled pretrained model."""
+    if config_key is None:
+        return encoder.load_pretrained(device=device)
+    cfg = encoder.EncoderConfig.from_dict(json.loads(config_key))
+    check_budget(cfg)
+    return encoder.build_model(cfg, device=device)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Running the encoder…")
+def get_trace(config_key: str | None, device: str, text: str, train: bool) -> encoder.Trace:
+    """One forward pass per (config, device, sentence, mode); layer/head changes reuse it."""
+    return encoder.run(get_model(config_key, device), text, train=train)
+
+
+def frame() -> Frame:
+    """The frame's state for this run; a page opened on its own (without app.py) gets a friendly stop."""
+    state = st.session_state.get(PAGE_KEY)
+    if state is None:
+        st.info("This view opens from the Encoder Explorer home page.")
+        st.page_link("app.py", label="Open Encoder Explorer")
+        st.stop()
+    return state
+
+
+def need_trace() -> tuple[Frame, encoder.Trace]:
+    """The frame and its trace; when there is none, say why and stop this page."""
+    fr = frame()
+    if fr.trace is None:
+        st.info(fr.problem or "Type a sentence above to see the encoder at work.")
+        st.stop()
+    return fr, fr.trace
+
+
+def caption(text: str) -> None:
+    """An explanatory caption; hidden in presentation mode for clean slides."""
+    if not frame().present:
+        st.caption(text)
+
+
+def clamp(key: str, hi: int, lo: int = 0) -> None:
+    """Keep a stored widget value inside a range that depends on the current model."""
+    value = st.session_state.get(key, settings.SETTINGS[key].default)
+    st.session_state[key] = min(max(value, lo), hi)
+
+
+def layer_slider(num_layers: int, container: Any = st) -> int:
+    if num_layers == 1:
+        st.session_state["layer"] = 0
+        return 0
+    clamp("layer", num_layers - 1)
+    return container.slider("Layer", 0, num_layers - 1, key="layer")
+
+
+def sync_url() -> None:
+    """Write the non-default settings into the URL so a copied link reopens this exact view."""
+    values = {k: st.session_state[k] for k in settings.SETTINGS if k in st.session_state}
+    wanted = settings.to_query(values)
+    if dict(st.query_params) != wanted:
+        st.query_params.from_dict(wanted)
