@@ -36,18 +36,26 @@ if "_init" not in ss:
     if values.get("device", "auto") not in ui.available_devices():
         problems.append(f"The device {values['device']!r} is not available here; using auto.")
         values["device"] = "auto"
+    choices = ui.model_choices()
+    if values.get("model", settings.PRETRAINED) not in choices:
+        if "model" in values:
+            problems.append(f"The model {values['model']!r} is not available here; using {ui.model_label(choices[0])}.")
+        values["model"] = choices[0]
     for key, value in (settings.defaults() | values).items():
         ss[key] = value
     ss["_url_problems"] = problems
     ss["_init"] = True
 for key in settings.SETTINGS:
     ss[key] = ss[key]  # keeps the values of widgets that this run does not draw (e.g. custom knobs while pretrained)
+if ss["model"] not in ui.model_choices():  # e.g. a checkpoint folder removed while the session was open
+    ss["model"] = ui.model_choices()[0]
 
-LABELS = {PRETRAINED: settings.PRETRAINED_LABEL, CUSTOM: settings.CUSTOM_LABEL}
 NORM_LABELS = {"post": "Post-LN (original paper)", "pre": "Pre-LN"}
 
 with st.sidebar:
-    st.radio("Model", [PRETRAINED, CUSTOM], format_func=LABELS.get, key="model")
+    st.radio("Model", ui.model_choices(), format_func=ui.model_label, key="model")
+    if not ui.pretrained_available():
+        st.info(f"The pretrained all-MiniLM-L6-v2 is not installed. To add it: `{ui.INSTALL_HINT}`.")
     if ss["model"] == CUSTOM:
         st.select_slider("d_model (width)", settings.D_MODEL_OPTIONS, key="d_model")
         st.select_slider("Heads (num_heads)", settings.HEAD_OPTIONS, key="num_heads")
@@ -68,7 +76,7 @@ with st.sidebar:
         st.selectbox("Positional encoding", ["sinusoidal", "learned", "none"], key="positional")
         st.checkbox("Final LayerNorm after the stack", key="final_norm", help="Pre-LN stacks usually end with one.")
         st.number_input("Seed", 0, settings.MAX_SEED, step=1, key="seed")
-    else:
+    elif ss["model"] == PRETRAINED:
         st.caption("6 layers × 12 heads, d_model 384, d_ff 1536, GELU, Post-LN, learned positions.")
     st.toggle("Training mode (dropout on)", key="train", help="Eval mode is the default: dropout is the identity.")
     st.selectbox("Device", ui.available_devices(), key="device")
@@ -96,13 +104,13 @@ right.selectbox("Examples", list(settings.EXAMPLES), index=None, placeholder="Tr
                 on_change=use_example)
 
 device = ui.resolve_device(ss["device"])
-config_key, model, trace, problem = None, None, None, ""
+model_key, model, trace, problem = ss["model"], None, None, ""
 try:
     if ss["model"] == CUSTOM:
-        config_key = settings.config_from(ss).to_json()
-    model = ui.get_model(config_key, device)
+        model_key = settings.config_from(ss).to_json()
+    model = ui.get_model(model_key, device)
     if ss["text"].strip():
-        trace = ui.get_trace(config_key, device, ss["text"], ss["train"])
+        trace = ui.get_trace(model_key, device, ss["text"], ss["train"])
     else:
         problem = "Type a sentence above, or pick an example, to see the encoder at work."
         st.info(problem, icon=":material/edit:")
@@ -123,7 +131,7 @@ if trace is not None:
 ss[ui.PAGE_KEY] = ui.Frame(
     values={k: ss[k] for k in settings.SETTINGS},
     config=model.cfg if model is not None else None,
-    config_key=config_key,
+    model_key=model_key,
     device=device,
     model=model,
     trace=trace,

