@@ -1,0 +1,417 @@
+"""Plotly figure builders over a Trace: attention maps, tap statistics, norms and positional tables.
+
+User text reaches plotly only through `label()`: plotly renders tags such as <b>, <br> and <a> in titles, ticks and
+hover text, so '<', '>' and '&' become entities, which it shows literally. Large maps are block-averaged.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+import unicodedata
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from torch import Tensor
+
+from .diagram import flow_order, printable
+from .model import TAPS
+from .trace import Trace
+
+SPECIAL = frozenset({"[CLS]", "[SEP]"})
+ATTENTION_SCALE = "Blues"
+DIVERGING = "RdBu_r"  # blue negative, white zero, red positive
+FONT = "Helvetica, Arial, sans-serif"
+MAX_CELLS = 512  # rows or columns of a heatmap beyond which values are block-averaged
+
+
+def label(text: str, limit: int = 24) -> str:
+    """User text made safe for any plotly label: control characters visible, shortened, '<', '>', '&' escaped."""
+    return html.escape(printable(text, limit), quote=False)
+
+
+def safe_filename(name: str, limit: int = 80) -> str:
+    """Only [A-Za-z0-9_-], at most `limit` characters, never empty."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", name)
+    name = re.sub(r"-{2,}", "-", name).strip("-_")[:limit].rstrip("-_")
+    return name or "figure"
+
+
+def png_config(filename: str) -> dict:
+    """Plotly config whose camera button saves a 3x PNG under `filename`."""
+    return {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 3, "filename": safe_filename(filename)}}
+
+
+def export_name(trace: Trace, *parts: object) -> str:
+    """File name from `parts` and the sentence's first words, e.g. attention_L2_H5_the-cat-sat-on."""
+    ascii_text = unicodedata.normalize("NFKD", " ".join(trace.text.split()[:200])).encode("ascii", "ignore").decode()
+    words = [w for w in (re.sub(r"[^a-z0-9]+", "", w) for w in ascii_text.lower().split()) if w][:4]
+    return safe_filename("_".join(p for p in [*(safe_filename(str(p), 30) for p in parts), "-".join(words)] if p))
+
+
+def _style(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", height: int | None = None) -> go.Figure:
+    """Common look: white template, large fonts (larger still for a projector), title and optional subtitle."""
+    size = 20 if presentation else 15
+    fig.update_layout(
+        template="plotly_white",
+        font=dict(family=FONT, size=size),
+        title=dict(text=title, font=dict(size=size + 6), x=0, xanchor="left",
+                   subtitle=dict(text=subtitle, font=dict(size=size - 1, color="#495057"))),
+        margin=dict(l=10, r=10, t=100 if subtitle else 70, b=10),
+        hoverlabel=dict(font_size=size),
+    )
+    if height:
+        fig.update_layout(height=int(height * (1.2 if presentation else 1)))
+    return fig
+
+
+def _sentence(trace: Trace) -> str:
+    return f"“{label(' '.join(trace.text.split()), 90)}”"
+
+
+def _check(trace: Trace, layer: int, head: int | None = None, tap: str | None = None) -> None:
+    """ValueError naming the valid range when a layer, head or tap is out of range."""
+    if not 0 <= layer < trace.num_layers:
+        raise ValueError(f"layer={layer} is out of range; choose a layer from 0 to {trace.num_layers - 1}.")
+    if head is not None and not 0 <= head < trace.num_heads:
+        raise ValueError(f"head={head} is out of range; choose a head from 0 to {trace.num_heads - 1}.")
+    if tap is not None and tap not in TAPS:
+        raise ValueError(f"tap={tap!r} is unknown; choose one of {', '.join(TAPS)}.")
+
+
+def _kept(tokens: list[str], hide_special: bool) -> list[int]:
+    """Positions to show: all, or all but [CLS]/[SEP] (all again if nothing else is left)."""
+    keep = [i for i, t in enumerate(tokens) if not (hide_special and t in SPECIAL)]
+    return keep or list(range(len(tokens)))
+
+
+def _pattern(trace: Trace, layer: int, head: int | None, hide_special: bool) -> tuple[np.ndarray, list[int]]:
+    """Attention weights (queries x keys) of one head or the head average, and the positions they belong to."""
+    _check(trace, layer, head)
+    w = (trace.attention[layer].mean(0) if head is None else trace.attention[layer, head]).numpy()  # (T, T)
+    keep = _kept(trace.tokens, hide_special)
+    if len(keep) < len(w):
+        w = w[np.ix_(keep, keep)]
+    return w.astype(np.float32, copy=False), keep
+
+
+def _bounds(n: int, k: int) -> np.ndarray:
+    """k + 1 block boundaries splitting range(n) into k nearly equal blocks."""
+    return np.linspace(0, n, k + 1).round().astype(int)
+
+
+def block_mean(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Block-average a 2-D array down to at most rows x cols."""
+    for axis, k in ((0, rows), (1, cols)):
+        n = x.shape[axis]
+        if n > k:
+            b = _bounds(n, k)
+            sizes = np.diff(b).reshape((-1, 1) if axis == 0 else (1, -1))
+            x = np.add.reduceat(x.astype(np.float64), b[:-1], axis=axis) / sizes
+    return x
+
+
+def _categories(tokens: list[str], positions: list[int], k: int = MAX_CELLS) -> list[str]:
+    """Unique axis values "token (position)", so repeated tokens stay distinct; one per block above k positions."""
+    if len(positions) <= k:
+        return [f"{label(tokens[p])} ({p})" for p in positions]
+    b = _bounds(len(positions), k)
+    return [
+        f"{label(tokens[positions[lo]], 12)} … {label(tokens[positions[hi - 1]], 12)} "
+        f"({positions[lo]}–{positions[hi - 1]})"
+        for lo, hi in zip(b[:-1], b[1:], strict=True)
+    ]
+
+
+def _token_axis(cats: list[str], tokens: list[str], positions: list[int], presentation: bool) -> dict:
+    """Category axis whose ticks show just the tokens (a subset when there are many; none for blocks)."""
+    if len(cats) != len(positions):
+        return dict(type="category", showticklabels=False)
+    step = max(1, math.ceil(len(cats) / 48))
+    size = (18 if presentation else 14) if len(cats) <= 24 else (13 if presentation else 11)
+    return dict(type="category", tickmode="array", tickvals=cats[::step],
+                ticktext=[label(tokens[p], 16) for p in positions[::step]], tickfont=dict(size=size))
+
+
+def attention_heatmap(
+    trace: Trace, layer: int, head: int | None, hide_special: bool = False, *, presentation: bool = False
+) -> go.Figure:
+    """One head's (or the head average's) attention, queries as rows and keys as columns, colours fixed to [0, 1]."""
+    w, pos = _pattern(trace, layer, head, hide_special)
+    cats = _categories(trace.tokens, pos)
+    note = "" if len(pos) == trace.seq_len else " ([CLS]/[SEP] hidden; rows not renormalised)"
+    fig = go.Figure(go.Heatmap(
+        z=w, x=cats, y=cats, zmin=0, zmax=1, colorscale=ATTENTION_SCALE, xgap=1 if len(pos) <= 40 else 0,
+        ygap=1 if len(pos) <= 40 else 0, colorbar=dict(title="weight", thickness=18),
+        hovertemplate="%{y} → %{x}: %{z:.3f}" + note + "<extra></extra>",
+    ))
+    who = f"head {head}" if head is not None else f"average of {trace.num_heads} heads"
+    _style(fig, f"Attention, layer {layer}, {who}{note}", presentation, _sentence(trace), height=720)
+    fig.update_xaxes(title="key (attended to)", tickangle=-45, constrain="domain",
+                     **_token_axis(cats, trace.tokens, pos, presentation))
+    fig.update_yaxes(title="query (attending)", autorange="reversed", scaleanchor="x", constrain="domain",
+                     **_token_axis(cats, trace.tokens, pos, presentation))
+    return fig
+
+
+def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_special: bool, max_cells: int,
+                gap: float, ticks: bool, presentation: bool) -> tuple[go.Figure, list[list[float]]]:
+    """One figure of small square attention maps sharing a [0, 1] colour axis, laid out row by row.
+
+    maps lists (layer, head) per cell; returns the figure and each cell's [x0, x1, y0, y1] in paper coordinates.
+    Axes are written as one layout dict: make_subplots plus per-axis updates takes seconds for 144 cells.
+    """
+    rows = math.ceil(len(maps) / cols)
+    pos = _kept(trace.tokens, hide_special)
+    cats = _categories(trace.tokens, pos, max_cells)
+    ticks = ticks and len(cats) == len(pos)
+    axis = _token_axis(cats, trace.tokens, pos, presentation) if ticks else dict(type="category", showticklabels=False)
+    data, layout, cells = [], {}, []
+    for i, (layer, head) in enumerate(maps):
+        r, c = divmod(i, cols)
+        x0, x1 = c / cols + gap / 2, (c + 1) / cols - gap / 2
+        y0, y1 = 1 - (r + 1) / rows + gap / 2, 1 - r / rows - gap / 2
+        n = str(i + 1) if i else ""
+        bottom = r == rows - 1 or i + cols >= len(maps)
+        layout[f"xaxis{n}"] = dict(axis, domain=[x0, x1], anchor=f"y{n}", ticks="", constrain="domain",
+                                   showticklabels=ticks and bottom, tickangle=-60)
+        layout[f"yaxis{n}"] = dict(axis, domain=[y0, y1], anchor=f"x{n}", ticks="", autorange="reversed",
+                                   scaleanchor=f"x{n}", constrain="domain", showticklabels=ticks and c == 0)
+        z = np.round(block_mean(_pattern(trace, layer, head, hide_special)[0], max_cells, max_cells), 3)
+        data.append(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, coloraxis="coloraxis", xaxis=f"x{n}", yaxis=f"y{n}",
+                               hovertemplate=f"layer {layer}, head {head}<br>%{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>"))
+        cells.append([x0, x1, y0, y1])
+    layout["coloraxis"] = dict(cmin=0, cmax=1, colorscale=ATTENTION_SCALE, colorbar=dict(title="weight", thickness=18))
+    return go.Figure(data=data, layout=layout), cells
+
+
+def _note(trace: Trace, shown: int, max_cells: int | None = None) -> str:
+    """What the maps leave out: hidden [CLS]/[SEP] (not renormalised) and block-averaging."""
+    notes = [" [CLS]/[SEP] hidden; rows not renormalised."] if shown < trace.seq_len else []
+    if max_cells is not None and shown > max_cells:
+        notes.append(f" Long input: each map block-averaged from {shown} to {max_cells} tokens.")
+    return "".join(notes)
+
+
+def attention_grid(
+    trace: Trace, layer: int, hide_special: bool = False, *, max_cells: int = 64, presentation: bool = False
+) -> go.Figure:
+    """All heads of one layer as one figure of small heatmaps (block-averaged above max_cells tokens)."""
+    _check(trace, layer)
+    heads, shown = trace.num_heads, len(_kept(trace.tokens, hide_special))
+    cols = min(heads, 4)
+    rows = math.ceil(heads / cols)
+    fig, cells = _thumbnails(trace, [(layer, h) for h in range(heads)], cols, hide_special, max_cells, 0.07,
+                             ticks=shown <= 24, presentation=presentation)
+    for h, (x0, x1, _, y1) in enumerate(cells):
+        fig.add_annotation(text=f"head {h}", x=(x0 + x1) / 2, y=y1, xref="paper", yref="paper", yanchor="bottom",
+                           showarrow=False, font=dict(size=18 if presentation else 14))
+    return _style(fig, f"Attention, layer {layer}, all {heads} heads", presentation,
+                  _sentence(trace) + _note(trace, shown, max_cells), height=rows * 300 + 160)
+
+
+def model_view(trace: Trace, hide_special: bool = False, max_cells: int = 32, *, presentation: bool = False) -> go.Figure:
+    """Every layer x head as a thumbnail in one figure; maps block-averaged to max_cells and rounded to 3 decimals."""
+    L, H = trace.num_layers, trace.num_heads
+    fig, cells = _thumbnails(trace, [(lay, h) for lay in range(L) for h in range(H)], H, hide_special, max_cells,
+                             0.08 / max(H, 1) + 0.004, ticks=False, presentation=presentation)
+    size = 16 if presentation else 12
+    for h in range(H):
+        x0, x1, _, y1 = cells[h]
+        fig.add_annotation(text=f"H{h}", x=(x0 + x1) / 2, y=y1, xref="paper", yref="paper", yanchor="bottom",
+                           showarrow=False, font=dict(size=size))
+    for lay in range(L):
+        x0, _, y0, y1 = cells[lay * H]
+        fig.add_annotation(text=f"L{lay}", x=x0, y=(y0 + y1) / 2, xref="paper", yref="paper", xanchor="right",
+                           showarrow=False, font=dict(size=size))
+    shown = len(_kept(trace.tokens, hide_special))
+    title = f"Model view: {L} layers × {H} heads (rows = layers, columns = heads)"
+    return _style(fig, title, presentation, _sentence(trace) + _note(trace, shown, max_cells),
+                  height=L * max(60, 900 // max(H, 1)) + 160)
+
+
+def attention_table(trace: Trace, layer: int, head: int | None, hide_special: bool = False) -> pd.DataFrame:
+    """Long table (query_position, query_token, key_position, key_token, weight) for a CSV download; raw tokens."""
+    w, pos = _pattern(trace, layer, head, hide_special)
+    q, k = np.meshgrid(pos, pos, indexing="ij")
+    tokens = np.asarray(trace.tokens, dtype=object)
+    return pd.DataFrame({
+        "query_position": q.ravel(), "query_token": tokens[q.ravel()],
+        "key_position": k.ravel(), "key_token": tokens[k.ravel()], "weight": w.ravel().astype(np.float64),
+    })
+
+
+def attention_json(trace: Trace, layer: int, head: int | None, hide_special: bool = False) -> str:
+    """The same weights as JSON: tokens, positions and a queries x keys matrix; head null means the average."""
+    w, pos = _pattern(trace, layer, head, hide_special)
+    return json.dumps({
+        "text": trace.text, "layer": layer, "head": head, "heads_averaged": head is None,
+        "positions": pos, "tokens": [trace.tokens[p] for p in pos],
+        "weights": np.round(w.astype(np.float64), 6).tolist(),
+    })
+
+
+def tap_profile(stats: pd.DataFrame, layer: int, norm: str = "post", *, presentation: bool = False) -> go.Figure:
+    """Mean, std and RMS at each tap of one layer in data-flow order (pass the trace's config.norm)."""
+    rows = stats[stats["layer"] == layer].set_index("tap")
+    if rows.empty:
+        raise ValueError(f"The statistics have no layer {layer}; choose a layer from 0 to {int(stats['layer'].max())}.")
+    rows = rows.reindex([t for t in flow_order(norm) if t in rows.index])
+    taps = list(rows.index)
+    extra = rows[["min", "max", "zero_frac", "nonfinite"]].to_numpy()
+    fig = go.Figure()
+    styles = (("rms", "#1c7ed6", "solid", 15), ("std", "#f08c00", "dash", 9), ("mean", "#2f9e44", "dot", 9))
+    for col, colour, dash, size in styles:  # RMS and std often coincide: the big RMS marker stays visible
+        fig.add_trace(go.Scatter(
+            x=taps, y=rows[col], name=col if col != "rms" else "RMS", mode="lines+markers", customdata=extra,
+            line=dict(color=colour, dash=dash, width=3), marker=dict(size=size),
+            hovertemplate=f"%{{x}}: {col} %{{y:.4g}}<br>min %{{customdata[0]:.3g}}, max %{{customdata[1]:.3g}}"
+                          "<br>zeros %{customdata[2]:.1%}, NaN/Inf %{customdata[3]}<extra></extra>",
+        ))
+    bad = rows[rows["nonfinite"] > 0]
+    title = f"Layer {layer}: statistics at each tap, in data-flow order"
+    if not bad.empty:
+        fig.add_trace(go.Scatter(
+            x=list(bad.index), y=[0] * len(bad), name="NaN/Inf", mode="markers+text",
+            marker=dict(symbol="x", size=18, color="#e03131"), text=[f"NaN/Inf: {k}" for k in bad["nonfinite"]],
+            textposition="top center", textfont=dict(color="#e03131"), hoverinfo="skip",
+        ))
+        title += f" ⚠ NaN/Inf first at '{bad.index[0]}'"
+    fig.update_xaxes(type="category", title="tap")
+    fig.update_yaxes(title="value", zeroline=True)
+    return _style(fig, title, presentation, height=480)
+
+
+def residual_norms(traces: dict[str, Trace], *, log_y: bool = False, presentation: bool = False) -> go.Figure:
+    """Mean per-token L2 norm of the residual stream after the embeddings and after each layer, one line per trace."""
+    fig = go.Figure()
+    depth = 0
+    for name, trace in traces.items():
+        norms = trace.hidden_states.double().norm(dim=-1).mean(-1)  # (L + 1,)
+        depth = max(depth, len(norms))
+        fig.add_trace(go.Scatter(
+            x=list(range(len(norms))), y=norms.numpy(), name=label(name, 40), mode="lines+markers",
+            line=dict(width=3), marker=dict(size=9), hovertemplate="depth %{x}: %{y:.4g}<extra>%{fullData.name}</extra>",
+        ))
+    fig.update_xaxes(title="depth (0 = embeddings, i = after layer i)", tickmode="array", tickvals=list(range(depth)),
+                     ticktext=["emb"] + [str(i) for i in range(1, depth)])
+    fig.update_yaxes(title="mean ‖x‖₂ per token", type="log" if log_y else "linear", rangemode="tozero")
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return _style(fig, "Residual stream norm across depth", presentation, height=460)
+
+
+def token_norms(trace: Trace, layer: int, tap: str, *, presentation: bool = False) -> go.Figure:
+    """L2 norm of each token's vector at one tap of one layer."""
+    _check(trace, layer, tap=tap)
+    norms = trace.taps[layer][tap].double().norm(dim=-1).numpy()  # (T,)
+    pos = list(range(trace.seq_len))
+    cats = _categories(trace.tokens, pos)
+    fig = go.Figure(go.Bar(x=cats, y=norms, marker_color="#4c6ef5", hovertemplate="%{x}: ‖x‖₂ = %{y:.4g}<extra></extra>"))
+    fig.update_xaxes(title="token", tickangle=-45, **_token_axis(cats, trace.tokens, pos, presentation))
+    fig.update_yaxes(title="‖x‖₂")
+    bad = int((~np.isfinite(norms)).sum())
+    note = f" ⚠ {bad} token(s) with NaN/Inf (no bar)" if bad else ""
+    return _style(fig, f"Layer {layer}, {tap}: L2 norm of each token's vector{note}", presentation, height=460)
+
+
+def tap_histogram(trace: Trace, layer: int, tap: str, bins: int = 60, *, presentation: bool = False) -> go.Figure:
+    """Histogram of the finite values at one tap of one layer; the title counts the NaN/Inf left out."""
+    _check(trace, layer, tap=tap)
+    x = trace.taps[layer][tap].double().flatten().numpy()
+    finite = x[np.isfinite(x)]
+    dropped = x.size - finite.size
+    fig = go.Figure()
+    if finite.size:
+        counts, edges = np.histogram(finite, bins=max(1, int(bins)))
+        fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color="#7950f2",
+                             hovertemplate="%{x:.3g}: %{y} values<extra></extra>"))
+    else:
+        fig.add_annotation(text="No finite values to plot", showarrow=False, font=dict(size=20, color="#e03131"))
+    fig.update_xaxes(title="value")
+    fig.update_yaxes(title="count")
+    fig.update_layout(bargap=0)
+    note = f" ⚠ {dropped:,} NaN/Inf dropped" if dropped else ", no NaN/Inf"
+    return _style(fig, f"Layer {layer}, {tap}: {finite.size:,} values{note}", presentation, height=440)
+
+
+def _symmetric(z: np.ndarray, percentile: float = 100.0) -> float:
+    """Half-width of a colour range centred at 0 covering `percentile` % of the finite |values|."""
+    finite = np.abs(z[np.isfinite(z)])
+    if not finite.size:
+        return 1e-6
+    top = float(np.percentile(finite, percentile))
+    return top if top > 0 else max(float(finite.max()), 1e-6)
+
+
+def _clipped(m: float, z: np.ndarray) -> dict:
+    """Colour bar that says when a few outliers (e.g. BERT's huge dimensions) saturate the scale."""
+    over = np.isfinite(z) & (np.abs(z) > m)
+    return dict(thickness=18, title=f"clipped at ±{m:.3g}" if over.any() else "value")
+
+
+def tensor_heatmap(
+    x: Tensor, tokens: list[str], title: str, *, max_cols: int = MAX_CELLS, presentation: bool = False
+) -> go.Figure:
+    """Values of a (seq, width) tensor, tokens as rows, diverging colours centred at 0; wide tensors block-averaged."""
+    if x.ndim != 2 or x.shape[0] != len(tokens):
+        raise ValueError(f"Expected a (seq, width) tensor with one row per token, got {tuple(x.shape)} for {len(tokens)} tokens.")
+    pos = list(range(len(tokens)))
+    z = block_mean(x.detach().double().cpu().numpy(), MAX_CELLS, max_cols)
+    cats = _categories(tokens, pos)
+    b = _bounds(x.shape[1], z.shape[1])
+    m = _symmetric(z, 99.5)  # a few outlier dimensions would otherwise wash every other value out
+    fig = go.Figure(go.Heatmap(
+        z=z.astype(np.float32), x=b[:-1], y=cats, zmid=0, zmin=-m, zmax=m, colorscale=DIVERGING,
+        hovertemplate="%{y}, dim %{x}: %{z:.3f}<extra></extra>", colorbar=_clipped(m, z),
+    ))
+    note = f" (columns averaged in blocks of ~{x.shape[1] / z.shape[1]:.1f})" if z.shape[1] < x.shape[1] else ""
+    fig.update_xaxes(title="dimension" + note)
+    fig.update_yaxes(autorange="reversed", **_token_axis(cats, tokens, pos, presentation))
+    return _style(fig, label(title, 120), presentation, height=max(360, min(900, 26 * len(cats) + 180)))
+
+
+def positional_heatmap(table: Tensor, title: str, *, presentation: bool = False) -> go.Figure:
+    """A (positions, d_model) positional table as a heatmap, diverging colours centred at 0."""
+    z = block_mean(table.detach().double().cpu().numpy(), MAX_CELLS, MAX_CELLS)
+    rows, cols = _bounds(table.shape[0], z.shape[0])[:-1], _bounds(table.shape[1], z.shape[1])[:-1]
+    m = _symmetric(z, 99.5)  # a few outlier dimensions would otherwise wash every other value out
+    fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cols, y=rows, zmid=0, zmin=-m, zmax=m, colorscale=DIVERGING,
+                               hovertemplate="position %{y}, dim %{x}: %{z:.3f}<extra></extra>",
+                               colorbar=_clipped(m, z)))
+    fig.update_xaxes(title="dimension")
+    fig.update_yaxes(title="position", autorange="reversed")
+    return _style(fig, label(title, 120), presentation, height=520)
+
+
+def position_similarity(table: Tensor, *, presentation: bool = False) -> go.Figure:
+    """Cosine similarity between every pair of positional vectors, colours fixed to [-1, 1]."""
+    t = table.detach().double().cpu()
+    unit = t / t.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    z = block_mean((unit @ unit.T).numpy(), MAX_CELLS // 2, MAX_CELLS // 2)  # (P, P); smooth, so 256 cells suffice
+    ticks = _bounds(t.shape[0], z.shape[0])[:-1]
+    fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=ticks, y=ticks, zmid=0, zmin=-1, zmax=1, colorscale=DIVERGING,
+                               hovertemplate="positions %{y} and %{x}: %{z:.3f}<extra></extra>",
+                               colorbar=dict(title="cos", thickness=18)))
+    fig.update_xaxes(title="position", constrain="domain")
+    fig.update_yaxes(title="position", autorange="reversed", scaleanchor="x", constrain="domain")
+    return _style(fig, "Cosine similarity between positions", presentation, height=520)
+
+
+def attention_difference(a: Tensor, b: Tensor, tokens: list[str], title: str, *, presentation: bool = False) -> go.Figure:
+    """a - b for two (T, T) attention maps, diverging colours with a range symmetric around 0."""
+    if a.shape != b.shape or a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] != len(tokens):
+        raise ValueError(f"Expected two (T, T) maps for {len(tokens)} tokens, got {tuple(a.shape)} and {tuple(b.shape)}.")
+    d = (a.detach().double() - b.detach().double()).cpu().numpy()
+    pos = list(range(len(tokens)))
+    cats = _categories(tokens, pos)
+    z = block_mean(d, MAX_CELLS, MAX_CELLS)
+    m = _symmetric(z)
+    fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, zmid=0, zmin=-m, zmax=m, colorscale=DIVERGING,
+                               hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>", colorbar=dict(title="Δ weight")))
+    axis = _token_axis(cats, tokens, pos, presentation)
+    fig.update_xaxes(title="key", tickangle=-45, constrain="domain", **axis)
+    fig.update_yaxes(title="query", autorange="reversed", scaleanchor="x", constrain="domain", **axis)
+    return _style(fig, label(title, 120), presentation, height=680)

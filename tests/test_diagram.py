@@ -1,0 +1,154 @@
+"""The data-flow diagram: taps as nodes, the real data flow per norm placement, live statistics, and DOT that always parses."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+import encoder
+from encoder import TAPS, diagram
+
+MINILM = encoder.EncoderConfig(d_model=384, num_heads=12, d_ff=1536, num_layers=6, activation="gelu")
+HOSTILE_TITLES = ['say "hi"', "back\\slash", "trailing\\", "}", "a -> b", "<b>bold</b>", "<<TABLE>>", "\\N \\G \\l",
+                  'x"; node [label="pwn"]; "', "line\nbreak\x00 \u202e", "}}} digraph { a -> b }"]
+
+
+def dot(graph, fmt: str) -> str:
+    """Run the Graphviz `dot` program on the graph's source; fail (never skip) when it is missing."""
+    if shutil.which("dot") is None:
+        pytest.fail("Graphviz `dot` is not installed: apt-get install graphviz (Debian/Ubuntu) or brew install graphviz")
+    done = subprocess.run(["dot", f"-T{fmt}"], input=graph.source.encode(), capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"syntax error" not in done.stderr and b"Warning" not in done.stderr, done.stderr.decode()
+    return done.stdout.decode()
+
+
+def layout(graph) -> tuple[dict[str, dict], dict[tuple[str, str], dict], list[dict]]:
+    """Nodes by name, edges by (tail, head) and clusters, as Graphviz itself parsed them."""
+    data = json.loads(dot(graph, "json"))
+    objects = data["objects"]
+    nodes = {o["name"]: o for o in objects if "nodes" not in o}
+    names = {o["_gvid"]: o["name"] for o in objects}
+    edges = {(names[e["tail"]], names[e["head"]]): e for e in data.get("edges", [])}
+    return nodes, edges, [o for o in objects if "nodes" in o]
+
+
+@pytest.fixture(scope="module")
+def trace() -> encoder.Trace:
+    cfg = encoder.EncoderConfig(d_model=64, num_heads=4, d_ff=256, num_layers=3)
+    return encoder.run(encoder.build_model(cfg), "The cat sat on the mat.")
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_every_node_is_a_tap_and_every_tap_is_drawn(norm):
+    nodes, edges, _ = layout(diagram.layer_diagram(MINILM.replace(norm=norm)))
+    assert sorted(nodes) == sorted(TAPS)
+    assert {name for edge in edges for name in edge} == set(TAPS)
+
+
+def test_post_and_pre_follow_their_own_data_flow():
+    post_g, pre_g = diagram.layer_diagram(MINILM), diagram.layer_diagram(MINILM.replace(norm="pre"))
+    assert post_g.source != pre_g.source
+    post, pre = layout(post_g)[1], layout(pre_g)[1]
+    assert list(post) != list(pre)
+    residual = lambda edges: {e for e, attrs in edges.items() if attrs.get("style") == "dashed"}  # noqa: E731
+    assert residual(post) == {("input", "add1"), ("norm1", "add2")}
+    assert residual(pre) == {("input", "add1"), ("add1", "add2")}
+    assert {("input", "attn"), ("add1", "norm1"), ("add2", "norm2"), ("norm2", "output")} <= set(post)
+    assert {("input", "norm1"), ("norm1", "attn"), ("add1", "norm2"), ("add2", "output")} <= set(pre)
+    assert "Q, K, V" in post["input", "attn"]["label"] and "Q, K, V" in pre["norm1", "attn"]["label"]
+
+
+def test_edges_carry_real_shapes_and_dropout():
+    edges = layout(diagram.layer_diagram(MINILM, seq=9))[1]
+    assert edges["norm1", "ffn_hidden"]["label"] == "(9, 384)"
+    assert "(9, 1536)" in edges["ffn_hidden", "ffn"]["label"]
+    for edge in (("attn", "add1"), ("ffn", "add2")):
+        assert edges[edge]["label"] == "dropout p=0.1\\n(9, 384)"
+    generic = layout(diagram.layer_diagram(MINILM.replace(d_model=96, num_heads=4, d_ff=200, dropout=0.0)))[1]
+    assert generic["norm1", "ffn_hidden"]["label"] == "(seq, 96)" and generic["ffn_hidden", "ffn"]["label"] == "(seq, 200)"
+    assert not any("dropout" in e["label"] for e in generic.values())
+
+
+def test_labels_name_the_operations_and_the_stack():
+    nodes, _, clusters = layout(diagram.layer_diagram(MINILM))
+    assert "Multi-Head Self-Attention" in nodes["attn"]["label"] and "h=12, d_k=32" in nodes["attn"]["label"]
+    assert nodes["ffn_hidden"]["label"] == "Linear W1 + GELU" and nodes["ffn"]["label"] == "Linear W2"
+    assert nodes["add1"]["label"] == "+" and nodes["norm2"]["label"] == "LayerNorm"
+    assert any("Encoder layer × 6" in c["label"] for c in clusters)
+    relu = layout(diagram.layer_diagram(MINILM.replace(activation="relu", num_layers=2)))
+    assert relu[0]["ffn_hidden"]["label"] == "Linear W1 + RELU" and any("× 2" in c["label"] for c in relu[2])
+
+
+@pytest.mark.parametrize("title", HOSTILE_TITLES)
+def test_hostile_titles_still_parse_and_show_literally(title):
+    svg = dot(diagram.layer_diagram(MINILM, title=title), "svg")
+    assert svg.count('class="node"') == len(TAPS)
+    # nothing in the title changed a node: injected defaults (node [label=...]) would relabel them
+    assert svg.count("Self&#45;Attention<") == 1 and svg.count(">LayerNorm<") == 2
+    assert "<b>" not in svg and "<TABLE" not in svg
+
+
+def test_titles_are_escaped_in_the_source():
+    source = diagram.layer_diagram(MINILM, title='<b>x</b> "q" end\\').source
+    assert 'label="<b>x</b> \\"q\\" end\\\\"' in source
+    assert source.count("->") == 10  # the ten edges; nothing from the title became an edge
+
+
+@pytest.mark.parametrize("cfg", [
+    encoder.EncoderConfig(),
+    encoder.EncoderConfig(d_model=64, num_heads=1, d_ff=1, num_layers=1, dropout=0.0, norm="pre", activation="gelu"),
+    encoder.EncoderConfig(d_model=4096, num_heads=64, d_ff=16384, num_layers=48, dropout=0.5),
+])
+def test_svg_for_several_configs(cfg):
+    svg = diagram.svg_bytes(diagram.layer_diagram(cfg, seq=7, highlight="drop2"))
+    assert svg.startswith(b"<?xml") and svg.count(b'class="node"') == len(TAPS)
+    assert f"(7, {cfg.d_ff})".encode() in svg
+
+
+def test_stats_overlay_shows_numbers_and_colours(trace):
+    stats = trace.stats()
+    nodes, _, clusters = layout(diagram.layer_diagram(trace.config, stats=stats, layer=1))
+    rows = stats[stats.layer == 1].set_index("tap")
+    for tap in TAPS:
+        assert f"mean {rows.loc[tap, 'mean']:.3g} / std {rows.loc[tap, 'std']:.3g}" in nodes[tap]["label"]
+        assert "NaN" not in nodes[tap]["label"]
+    low, high = rows["rms"].idxmin(), rows["rms"].idxmax()
+    assert nodes[low]["fillcolor"] == diagram.RMS_SCALE[0] and nodes[high]["fillcolor"] == diagram.RMS_SCALE[-1]
+    assert any("RMS" in c["label"] and "statistics of layer 1" not in c["label"] for c in clusters)  # the legend
+    other = layout(diagram.layer_diagram(trace.config, stats=stats, layer=2))[0]
+    assert other["attn"]["label"] != nodes["attn"]["label"]
+
+
+def test_nonfinite_taps_get_a_red_border_and_a_count(trace):
+    stats = trace.stats()
+    stats.loc[(stats.layer == 0) & (stats.tap.isin(["ffn", "add2"])), "nonfinite"] = 3
+    stats.loc[(stats.layer == 0) & (stats.tap == "add2"), ["mean", "std", "rms"]] = float("nan")
+    nodes, _, clusters = layout(diagram.layer_diagram(trace.config, stats=stats, layer=0, highlight="add2"))
+    for tap in ("ffn", "add2"):
+        assert "NaN/Inf: 3" in nodes[tap]["label"] and nodes[tap]["color"] == diagram.ALERT
+    assert "NaN" not in nodes["attn"]["label"] and nodes["attn"]["color"] != diagram.ALERT
+    assert any("NaN/Inf" in c["label"] for c in clusters)
+
+
+def test_highlight_a_tap_or_a_dropout():
+    nodes = layout(diagram.layer_diagram(MINILM, highlight="ffn"))[0]
+    assert nodes["ffn"]["color"] == diagram.HIGHLIGHT and float(nodes["ffn"]["penwidth"]) > 3
+    assert all(n.get("color") != diagram.HIGHLIGHT for name, n in nodes.items() if name != "ffn")
+    edges = layout(diagram.layer_diagram(MINILM.replace(norm="pre", dropout=0.0), highlight="drop1"))[1]
+    assert edges["attn", "add1"]["color"] == diagram.HIGHLIGHT and "dropout off" in edges["attn", "add1"]["label"]
+    assert edges["ffn", "add2"].get("color") != diagram.HIGHLIGHT
+    with pytest.raises(ValueError, match="highlight='ffn2'"):
+        diagram.layer_diagram(MINILM, highlight="ffn2")
+
+
+def test_stats_for_a_missing_layer_is_a_clear_error(trace):
+    with pytest.raises(ValueError, match="no layer 5; choose a layer from 0 to 2"):
+        diagram.layer_diagram(trace.config, stats=trace.stats(), layer=5)
+
+
+def test_svg_bytes_without_dot_says_how_to_install(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(ValueError, match="apt-get install graphviz"):
+        diagram.svg_bytes(diagram.layer_diagram(MINILM))

@@ -1,0 +1,240 @@
+"""Behaviour of the plotly figure builders: the pictures show the trace's numbers, stay small and never render user markup."""
+
+import dataclasses
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import encoder
+from encoder import figures
+from encoder.diagram import flow_order
+
+SENTENCE = "The cat sat on the mat."
+HOSTILE_TOKENS = ["[CLS]", "<b>x</b>", "a&b", "<a href='javascript:alert(1)'>y</a>", "the", "the", "<br>", "mat", "[SEP]"]
+HOSTILE_TEXT = "<i>it</i> & <script>alert(1)</script> \x00\u202e \"q\" \\"
+MARKUP = ("<b>", "<a ", "<script", "<i>", "a&b", "\x00")  # raw forms that must never reach a label
+
+
+@pytest.fixture(scope="module")
+def small() -> encoder.Trace:
+    cfg = encoder.EncoderConfig(d_model=64, num_heads=4, d_ff=256, num_layers=2)
+    return encoder.run(encoder.build_model(cfg), SENTENCE)
+
+
+@pytest.fixture(scope="module")
+def pre() -> encoder.Trace:
+    cfg = encoder.EncoderConfig(d_model=64, num_heads=4, d_ff=256, num_layers=6, norm="pre")
+    return encoder.run(encoder.build_model(cfg), SENTENCE)
+
+
+@pytest.fixture(scope="module")
+def hostile(small: encoder.Trace) -> encoder.Trace:
+    return dataclasses.replace(small, tokens=HOSTILE_TOKENS, text=HOSTILE_TEXT)
+
+
+@pytest.fixture(scope="module")
+def long_trace() -> encoder.Trace:
+    # a small vocabulary keeps the random init quick; "word" is id 2773 in the bundled WordPiece vocabulary
+    cfg = encoder.EncoderConfig(d_model=192, num_heads=12, d_ff=384, num_layers=12, vocab_size=4096)
+    return encoder.run(encoder.build_model(cfg), " ".join(["word"] * 600))
+
+
+def strings(obj: object) -> list[str]:
+    """Every string inside a JSON-like structure."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in strings(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in strings(v)]
+    return []
+
+
+def test_heatmap_z_is_the_heads_attention(small):
+    for layer, head in ((0, 0), (1, 3)):
+        fig = figures.attention_heatmap(small, layer, head)
+        np.testing.assert_array_equal(np.asarray(fig.data[0].z), small.attention[layer, head].numpy())
+        assert f"layer {layer}" in fig.layout.title.text and f"head {head}" in fig.layout.title.text
+
+
+def test_colour_range_is_fixed_to_0_1(small):
+    hm = figures.attention_heatmap(small, 0, 1).data[0]
+    assert (hm.zmin, hm.zmax) == (0, 1)
+    for fig in (figures.attention_grid(small, 0), figures.model_view(small)):
+        assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0, 1)
+        assert all(t.coloraxis == "coloraxis" for t in fig.data)
+
+
+def test_head_none_is_the_average_of_heads(small):
+    fig = figures.attention_heatmap(small, 1, None)
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), small.attention[1].mean(0).numpy(), rtol=1e-6)
+    assert "average of 4 heads" in fig.layout.title.text
+
+
+def test_repeated_tokens_keep_their_own_rows(small):
+    fig = figures.attention_heatmap(small, 0, 0)
+    assert len(set(fig.data[0].x)) == len(set(fig.data[0].y)) == small.seq_len
+    assert list(fig.layout.xaxis.ticktext).count("the") == 2
+    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis.scaleanchor == "x"
+
+
+def test_hide_special_drops_cls_and_sep_without_renormalising(small):
+    fig = figures.attention_heatmap(small, 0, 2, hide_special=True)
+    z = np.asarray(fig.data[0].z)
+    np.testing.assert_array_equal(z, small.attention[0, 2, 1:-1, 1:-1].numpy())
+    assert "[CLS]" not in fig.layout.xaxis.ticktext and "[SEP]" not in fig.layout.yaxis.ticktext
+    assert (z.sum(1) < 1).all() and "not renormalised" in fig.layout.title.text
+    table = figures.attention_table(small, 0, 2, hide_special=True)
+    assert not set(table["query_token"]) & {"[CLS]", "[SEP]"}
+
+
+def test_grid_and_model_view_are_single_figures(small):
+    grid = figures.attention_grid(small, 1)
+    assert len(grid.data) == small.num_heads and {t.type for t in grid.data} == {"heatmap"}
+    np.testing.assert_allclose(np.asarray(grid.data[3].z), small.attention[1, 3].numpy().round(3), atol=1e-6)
+    view = figures.model_view(small)
+    assert len(view.data) == small.num_layers * small.num_heads
+    assert len({t.xaxis for t in view.data}) == len(view.data)  # each map on its own axes
+    np.testing.assert_allclose(np.asarray(view.data[5].z), small.attention[1, 1].numpy().round(3), atol=1e-6)
+
+
+def test_model_view_of_12x12_at_512_tokens_is_small(long_trace):
+    assert long_trace.seq_len == 512
+    fig = figures.model_view(long_trace)
+    assert len(fig.data) == 144
+    size = len(fig.to_json())
+    assert size < 3_000_000, f"model view JSON is {size:,} bytes"
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    assert z.shape == (32, 32)
+    np.testing.assert_allclose(z, z.round(3), atol=1e-6)
+    block = long_trace.attention[0, 0, :16, :16].double().mean().item()  # 512 / 32 = blocks of 16
+    assert abs(z[0, 0] - block) < 6e-4
+
+
+def test_user_text_never_reaches_a_label_as_markup(hostile):
+    figs = [
+        figures.attention_heatmap(hostile, 0, 0), figures.attention_heatmap(hostile, 1, None, hide_special=True),
+        figures.attention_grid(hostile, 0), figures.model_view(hostile), figures.token_norms(hostile, 0, "attn"),
+        figures.tensor_heatmap(hostile.taps[0]["ffn"], hostile.tokens, "<b>title</b>"),
+        figures.attention_difference(hostile.attention[0, 0], hostile.attention[1, 0], hostile.tokens, "Δ"),
+        figures.residual_norms({"<b>x</b>": hostile}),
+    ]
+    for fig in figs:
+        text = strings(json.loads(fig.to_json()))
+        leaks = [s for s in text if any(m in s for m in MARKUP) or s == "<br>" or "<br> (" in s]
+        assert not leaks, leaks
+        assert any("&lt;b&gt;x" in s for s in text), fig.layout.title.text  # the token is there, escaped
+    subtitle = figs[0].layout.title.subtitle.text
+    assert "&lt;i&gt;it&lt;/i&gt; &amp; &lt;script&gt;" in subtitle and "\x00" not in subtitle
+
+
+def test_export_name_and_png_config(small, hostile):
+    assert figures.export_name(small, "attention", "L2", "H5") == "attention_L2_H5_the-cat-sat-on"
+    for name in (figures.export_name(hostile, "L0", "../x y"), figures.export_name(hostile)):
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,80}", name), name
+    cfg = figures.png_config("a/b c<>&.png" * 20)
+    opts = cfg["toImageButtonOptions"]
+    assert opts["format"] == "png" and opts["scale"] >= 3 and cfg["displaylogo"] is False
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,80}", opts["filename"])
+
+
+def test_attention_table_and_json_hold_the_weights(hostile):
+    table = figures.attention_table(hostile, 1, 2)
+    T = hostile.seq_len
+    assert len(table) == T * T and list(table.columns[:2]) == ["query_position", "query_token"]
+    np.testing.assert_allclose(table["weight"].to_numpy().reshape(T, T), hostile.attention[1, 2].numpy(), rtol=1e-6)
+    assert table.loc[T, "query_token"] == "<b>x</b>"  # data files keep the raw tokens
+    data = json.loads(figures.attention_json(hostile, 1, None))
+    assert data["head"] is None and data["tokens"] == HOSTILE_TOKENS
+    np.testing.assert_allclose(data["weights"], hostile.attention[1].mean(0).numpy(), atol=1e-6)
+
+
+def test_tap_profile_follows_the_data_flow_and_flags_nan(small, pre):
+    for trace in (small, pre):
+        stats = trace.stats()
+        fig = figures.tap_profile(stats, 1, trace.config.norm)
+        rms = next(t for t in fig.data if t.name == "RMS")
+        assert list(rms.x) == list(flow_order(trace.config.norm))
+        expected = stats[stats.layer == 1].set_index("tap").loc[list(rms.x), "rms"]
+        np.testing.assert_allclose(rms.y, expected)
+        assert "NaN" not in fig.layout.title.text
+    stats = small.stats()
+    stats.loc[(stats.layer == 1) & (stats.tap == "ffn"), "nonfinite"] = 7
+    fig = figures.tap_profile(stats, 1)
+    flag = next(t for t in fig.data if t.name == "NaN/Inf")
+    assert list(flag.x) == ["ffn"] and "NaN/Inf: 7" in flag.text and "'ffn'" in fig.layout.title.text
+
+
+def test_residual_norms_one_line_per_trace(small, pre):
+    fig = figures.residual_norms({"Post-LN": small, "Pre-LN": pre})
+    assert [t.name for t in fig.data] == ["Post-LN", "Pre-LN"]
+    for line, trace in zip(fig.data, (small, pre), strict=True):
+        np.testing.assert_allclose(line.y, trace.hidden_states.double().norm(dim=-1).mean(-1).numpy())
+        assert len(line.x) == trace.num_layers + 1
+    assert not np.allclose(fig.data[0].y[:3], fig.data[1].y[:3])
+
+
+def test_token_norms_are_per_token_l2(small):
+    fig = figures.token_norms(small, 1, "ffn_hidden")
+    np.testing.assert_allclose(fig.data[0].y, small.taps[1]["ffn_hidden"].double().norm(dim=-1).numpy())
+
+
+def test_histogram_counts_finite_values_and_reports_dropped(small):
+    taps = [dict(layer) for layer in small.taps]
+    bad = taps[1]["ffn"].clone()
+    bad[0, 0], bad[2, 5] = float("nan"), float("inf")
+    taps[1]["ffn"] = bad
+    trace = dataclasses.replace(small, taps=taps, _stats=[])
+    fig = figures.tap_histogram(trace, 1, "ffn", bins=30)
+    assert int(np.sum(fig.data[0].y)) == bad.numel() - 2 and len(fig.data[0].y) == 30
+    assert "2 NaN/Inf dropped" in fig.layout.title.text
+    assert "dropped" not in figures.tap_histogram(small, 1, "ffn").layout.title.text
+    assert "NaN/Inf" in figures.token_norms(trace, 1, "ffn").layout.title.text
+
+
+def test_tensor_heatmap_is_centred_and_downsampled():
+    x = torch.randn(5, 2000)
+    fig = figures.tensor_heatmap(x, list("abcde"), "values")
+    hm = fig.data[0]
+    z = np.asarray(hm.z)
+    assert z.shape[0] == 5 and z.shape[1] <= 512 and hm.zmid == 0 and hm.zmin == -hm.zmax
+    assert abs(z[0, 0] - x[0, :4].double().mean().item()) < 1e-5  # first block of ~3.9 columns -> 4
+    small = figures.tensor_heatmap(x[:, :8], list("abcde"), "values").data[0]
+    np.testing.assert_allclose(np.asarray(small.z), x[:, :8].numpy(), rtol=1e-6)
+
+
+def test_positional_tables(small):
+    table = encoder.model.sinusoidal_table(small.seq_len, 16)
+    np.testing.assert_allclose(np.asarray(figures.positional_heatmap(table, "PE").data[0].z), table.numpy(), atol=1e-6)
+    sim = figures.position_similarity(table).data[0]
+    z = np.asarray(sim.z)
+    assert z.shape == (small.seq_len,) * 2 and (sim.zmin, sim.zmax) == (-1, 1)
+    np.testing.assert_allclose(np.diag(z), 1, atol=1e-6)
+    np.testing.assert_allclose(z, z.T, atol=1e-6)
+
+
+def test_attention_difference_is_symmetric_around_zero(small):
+    a, b = small.attention[0, 0], small.attention[1, 2]
+    hm = figures.attention_difference(a, b, small.tokens, "layer 0 minus layer 1").data[0]
+    np.testing.assert_allclose(np.asarray(hm.z), (a - b).numpy(), atol=1e-6)
+    assert hm.zmax == pytest.approx((a - b).abs().max().item()) and hm.zmin == -hm.zmax
+    with pytest.raises(ValueError, match="Expected two"):
+        figures.attention_difference(a, b[:3, :3], small.tokens, "x")
+
+
+def test_presentation_mode_uses_larger_fonts(small):
+    normal = figures.attention_heatmap(small, 0, 0).layout
+    big = figures.attention_heatmap(small, 0, 0, presentation=True).layout
+    assert big.font.size > normal.font.size and big.title.font.size > normal.title.font.size
+
+
+def test_out_of_range_requests_raise_value_error(small):
+    with pytest.raises(ValueError, match="layer=2"):
+        figures.attention_heatmap(small, 2, 0)
+    with pytest.raises(ValueError, match="head=4"):
+        figures.attention_table(small, 0, 4)
+    with pytest.raises(ValueError, match="tap='nope'"):
+        figures.token_norms(small, 0, "nope")
