@@ -21,7 +21,7 @@ def activations_view() -> None:
     tap = cols[1].selectbox("Tap", TAPS, key="tap")
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(figures.tap_profile(stats, layer),
+        st.plotly_chart(figures.tap_profile(stats, layer, norm=trace.config.norm, presentation=fr.present),
                         config=figures.png_config(figures.export_name(trace, f"L{layer}", "taps")))
         ui.caption("Mean, standard deviation and RMS at each point of one layer's data flow. LayerNorm outputs sit "
                    "near mean 0 / std 1; the residual sums (add1, add2) carry whatever the sub-layers add.")
