@@ -61,8 +61,9 @@ class EncoderConfig:
                 raise ValueError(f"{name}={value} is out of range; choose a value between {lo} and {hi}.")
         if self.d_model % self.num_heads:
             lower = self.d_model - self.d_model % self.num_heads
-            upper = lower + self.num_heads
-            hint = f"try d_model={lower} or {upper}" if lower > 0 else f"try d_model={upper}"
+            lo, hi = LIMITS["d_model"]
+            options = [d for d in (lower, lower + self.num_heads) if lo <= d <= hi]
+            hint = "try d_model=" + " or ".join(map(str, options)) if options else "try another d_model"
             heads = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
             near = min(heads, key=lambda h: abs(h - self.num_heads))
             raise ValueError(

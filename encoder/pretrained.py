@@ -84,6 +84,11 @@ def load_pretrained(folder: str | Path | None = None, device: str | torch.device
     except (SafetensorError, OSError, ValueError) as err:
         raise ValueError(f"model.safetensors in {folder.name!r} could not be read ({err}).") from None
     state = bert_state_dict(weights, cfg)
+    extra = f"encoder.layer.{cfg.num_layers}.attention.output.dense.weight"
+    if extra in weights or "bert." + extra in weights:
+        raise ValueError(
+            f"model.safetensors has more layers than config.json's num_hidden_layers={cfg.num_layers}; fix config.json."
+        )
     with torch.device("meta"):
         model = Encoder(cfg)
     expected = model.state_dict()

@@ -20,6 +20,7 @@ PRETRAINED_LABEL = "all-MiniLM-L6-v2 (pretrained)"
 CUSTOM_LABEL = "Custom (random init)"
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
+SECOND_SENTENCE = "The animal didn't cross the street because it was too wide."
 EXAMPLES = {
     "Coreference (tired → animal)": "The animal didn't cross the street because it was too tired.",
     "Coreference (wide → street)": "The animal didn't cross the street because it was too wide.",
@@ -111,6 +112,9 @@ SETTINGS: dict[str, Setting] = {
         Setting("hide_special", False, bool),
         Setting("tap", "output", str, ("input", "attn", "add1", "norm1", "ffn_hidden", "ffn", "add2", "norm2", "output")),
         Setting("overlay", True, bool),
+        Setting("compare", "norm", str, ("norm", "sentences")),
+        Setting("text_b", SECOND_SENTENCE, str),
+        Setting("word", "it", str),
     )
 }
 CONFIG_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "activation", "norm", "positional", "final_norm", "seed")
@@ -136,7 +140,7 @@ def from_query(params: Mapping[str, Iterable[str] | str]) -> tuple[dict[str, Any
             continue
         if len(raws) > 1:
             problems.append(f"The URL gives {key!r} {len(raws)} times; the last value is used.")
-        if key == "text" and len(raws[-1]) > MAX_TEXT_CHARS:
+        if key in ("text", "text_b") and len(raws[-1]) > MAX_TEXT_CHARS:
             problems.append(f"The sentence in the URL was cut to its first {MAX_TEXT_CHARS:,} characters.")
             raws[-1] = raws[-1][:MAX_TEXT_CHARS]
         try:
