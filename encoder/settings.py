@@ -106,8 +106,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("device", "auto", str, ("auto", "cpu", "cuda", "mps")),
         Setting("present", False, bool),
         Setting("view", "head", str, ("head", "layer", "model")),
-        Setting("layer", 0, int, None, 0, MAX_LAYERS - 1),
-        Setting("head", 0, int, None, 0, max(HEAD_OPTIONS) - 1),
+        Setting("layer", 3, int, None, 0, MAX_LAYERS - 1),  # pretrained layer 3, head 1: "it" attends to "animal"
+        Setting("head", 1, int, None, 0, max(HEAD_OPTIONS) - 1),
         Setting("avg", False, bool),
         Setting("hide_special", False, bool),
         Setting("tap", "output", str, ("input", "attn", "add1", "norm1", "ffn_hidden", "ffn", "add2", "norm2", "output")),
