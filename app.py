@@ -10,20 +10,22 @@ from encoder.settings import CUSTOM, PRETRAINED
 
 st.set_page_config(page_title="Encoder Explorer", page_icon=":material/hub:", layout="wide")
 
-# url_path differs from each file name so Streamlit's legacy pages/ router never runs a page without this frame.
+# The page files live in views/, not pages/: a folder named pages/ next to app.py makes Streamlit treat the first
+# run after a server start as a legacy multipage app, so the first deep link (e.g. /diagram) showed "Page not
+# found" and a link named after a file ran that page without this frame. Checked in tests/test_browser.py.
 PAGES = {
     "Explore": [
-        st.Page("pages/attention.py", title="Attention", icon=":material/grid_on:", url_path="heatmaps", default=True),
-        st.Page("pages/activations.py", title="Activations", icon=":material/monitoring:", url_path="statistics"),
-        st.Page("pages/dataflow.py", title="Data flow", icon=":material/account_tree:", url_path="diagram"),
-        st.Page("pages/tokens.py", title="Tokens & embeddings", icon=":material/token:", url_path="wordpieces"),
+        st.Page("views/attention.py", title="Attention", icon=":material/grid_on:", url_path="heatmaps", default=True),
+        st.Page("views/activations.py", title="Activations", icon=":material/monitoring:", url_path="statistics"),
+        st.Page("views/dataflow.py", title="Data flow", icon=":material/account_tree:", url_path="diagram"),
+        st.Page("views/tokens.py", title="Tokens & embeddings", icon=":material/token:", url_path="wordpieces"),
     ],
     "Teach": [
-        st.Page("pages/compare.py", title="Compare", icon=":material/compare:", url_path="side-by-side"),
-        st.Page("pages/step.py", title="Step through a layer", icon=":material/footprint:", url_path="walkthrough"),
-        st.Page("pages/stability.py", title="Training stability", icon=":material/show_chart:", url_path="warmup"),
-        st.Page("pages/position.py", title="Position", icon=":material/shuffle:", url_path="word-order"),
-        st.Page("pages/quiz.py", title="Quiz", icon=":material/quiz:", url_path="check"),
+        st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="side-by-side"),
+        st.Page("views/step.py", title="Step through a layer", icon=":material/footprint:", url_path="walkthrough"),
+        st.Page("views/stability.py", title="Training stability", icon=":material/show_chart:", url_path="warmup"),
+        st.Page("views/position.py", title="Position", icon=":material/shuffle:", url_path="word-order"),
+        st.Page("views/quiz.py", title="Quiz", icon=":material/quiz:", url_path="check"),
     ],
 }
 nav = st.navigation(PAGES)

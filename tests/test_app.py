@@ -14,15 +14,15 @@ from encoder import TAPS, settings
 TIMEOUT = 120
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = [
-    "pages/attention.py",
-    "pages/activations.py",
-    "pages/dataflow.py",
-    "pages/tokens.py",
-    "pages/compare.py",
-    "pages/step.py",
-    "pages/stability.py",
-    "pages/position.py",
-    "pages/quiz.py",
+    "views/attention.py",
+    "views/activations.py",
+    "views/dataflow.py",
+    "views/tokens.py",
+    "views/compare.py",
+    "views/step.py",
+    "views/stability.py",
+    "views/position.py",
+    "views/quiz.py",
 ]
 SMALL_POST = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2", "norm": "post"}
 SMALL_PRE = SMALL_POST | {"norm": "pre", "final_norm": "true", "activation": "gelu"}
@@ -104,7 +104,7 @@ def test_impossible_config_shows_the_config_error():
     at = start(SMALL_POST | {"d_model": "64", "num_heads": "3"})
     assert_clean(at)
     assert any("not divisible" in e.value for e in at.error)
-    at.switch_page("pages/attention.py").run()
+    at.switch_page("views/attention.py").run()
     assert_clean(at)
 
 
@@ -145,9 +145,9 @@ def test_hostile_urls_fall_back_and_say_so(params):
 
 def test_dataflow_diagram_follows_the_norm_placement():
     post = start(SMALL_POST)
-    post.switch_page("pages/dataflow.py").run()
+    post.switch_page("views/dataflow.py").run()
     pre = start(SMALL_PRE)
-    pre.switch_page("pages/dataflow.py").run()
+    pre.switch_page("views/dataflow.py").run()
     assert_clean(post)
     assert_clean(pre)
     dot_post, dot_pre = graphviz_source(post), graphviz_source(pre)
