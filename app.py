@@ -47,8 +47,8 @@ if "_init" not in ss:
         ss[key] = value
     ss["_url_problems"] = problems
     ss["_init"] = True
-for key in settings.SETTINGS:
-    ss[key] = ss[key]  # keeps the values of widgets that this run does not draw (e.g. custom knobs while pretrained)
+for key in [*settings.SETTINGS, *(k for k in ss if str(k).startswith("quiz_"))]:
+    ss[key] = ss[key]  # keeps the values of widgets this run does not draw (custom knobs while pretrained, quiz answers)
 if ss["model"] not in ui.model_choices():  # e.g. a checkpoint folder removed while the session was open
     ss["model"] = ui.model_choices()[0]
 

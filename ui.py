@@ -15,7 +15,7 @@ import torch
 import encoder
 from encoder import settings
 from encoder.checkpoints import checkpoint_dir, list_checkpoints
-from encoder.compare import with_norm
+from encoder.compare import variant
 from encoder.resources import check_budget
 from encoder.tokenizer import INSTALL_HINT, pretrained_available  # noqa: F401 (INSTALL_HINT: for app.py)
 
@@ -91,15 +91,15 @@ def get_trace(model_key: str, device: str, text: str, train: bool) -> encoder.Tr
     return encoder.run(get_model(model_key, device), text, train=train)
 
 
-@st.cache_resource(max_entries=3, show_spinner=False)
-def get_variant(model_key: str, device: str, norm: str) -> encoder.Encoder:
-    """The cached model rewired to another norm placement, sharing its weights."""
-    return with_norm(get_model(model_key, device), norm)
+@st.cache_resource(max_entries=4, show_spinner=False)
+def get_variant(model_key: str, device: str, changes: tuple[tuple[str, str], ...]) -> encoder.Encoder:
+    """The cached model under a changed config (e.g. (("norm", "pre"),)), sharing its weights."""
+    return variant(get_model(model_key, device), **dict(changes))
 
 
 @st.cache_resource(max_entries=16, show_spinner="Running the encoder…")
 def get_variant_trace(model_key: str, device: str, norm: str, text: str, train: bool) -> encoder.Trace:
-    return encoder.run(get_variant(model_key, device, norm), text, train=train)
+    return encoder.run(get_variant(model_key, device, (("norm", norm),)), text, train=train)
 
 
 def frame() -> Frame:

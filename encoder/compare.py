@@ -6,25 +6,37 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .model import Encoder
+from .model import Encoder, sinusoidal_table
 from .trace import Trace
 
 
-def with_norm(model: Encoder, norm: str) -> Encoder:
-    """The same weights wired as Post-LN or Pre-LN: both placements share every parameter name.
+def variant(model: Encoder, **changes: object) -> Encoder:
+    """The same weights under a changed config, e.g. norm="pre" or positional="none".
 
-    The twin shares the original's tensors (nothing here writes to them), so it costs no extra memory.
+    Post-LN and Pre-LN share every parameter name, so one state dict loads into both; a variant without
+    positions simply leaves the position table out. The variant shares the original's tensors (nothing here
+    writes to them), so it costs no extra memory.
     """
-    if norm == model.cfg.norm:
+    cfg = model.cfg.replace(**changes)
+    if cfg == model.cfg:
         return model
-    cfg = model.cfg.replace(norm=norm)
     with torch.device("meta"):
         twin = Encoder(cfg)
-    twin.load_state_dict(model.state_dict(), strict=True, assign=True)
+    source = model.state_dict()
+    missing = [name for name in twin.state_dict() if name not in source]
+    if missing:
+        raise ValueError(f"These weights cannot be reused under {changes}: {', '.join(missing[:3])} would be new.")
+    twin.load_state_dict({k: source[k] for k in twin.state_dict()}, strict=True, assign=True)
     if cfg.positional == "sinusoidal":  # a non-persistent buffer is not in the state dict
-        twin.embed.register_buffer("pe", model.embed.pe, persistent=False)
+        pe = model.embed.pe if model.cfg.positional == "sinusoidal" else sinusoidal_table(cfg.max_len, cfg.d_model)
+        twin.embed.register_buffer("pe", pe.to(next(model.parameters()).device), persistent=False)
     twin.vocab_dir = model.vocab_dir
     return twin.eval().requires_grad_(False)
+
+
+def with_norm(model: Encoder, norm: str) -> Encoder:
+    """The same weights wired as Post-LN or Pre-LN."""
+    return variant(model, norm=norm)
 
 
 def find_token(tokens: list[str], word: str) -> int | None:

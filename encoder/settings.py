@@ -115,6 +115,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("compare", "norm", str, ("norm", "sentences")),
         Setting("text_b", SECOND_SENTENCE, str),
         Setting("word", "it", str),
+        Setting("step", 0, int, None, 0, 30),
     )
 }
 CONFIG_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "activation", "norm", "positional", "final_norm", "seed")

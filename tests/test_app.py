@@ -189,3 +189,35 @@ def test_operator_checkpoints_are_offered_by_name(monkeypatch, tmp_path):
     at = start({"model": "ckpt:../../etc"})
     assert_clean(at)
     assert any("not available" in w.value for w in at.warning)
+
+
+def test_quiz_scores_and_keeps_answers_across_pages():
+    from encoder import quiz
+
+    at = start()
+    at.switch_page("views/quiz.py").run()
+    first, second = quiz.QUESTIONS[0], quiz.QUESTIONS[1]
+    at.radio(key=f"quiz_{first.id}").set_value(first.answer).run()
+    at.radio(key=f"quiz_{second.id}").set_value((second.answer + 1) % len(second.options)).run()
+    assert_clean(at)
+    assert at.success and at.error
+    assert any("Score: 1 / 8" in h.value for h in at.subheader)
+    at.switch_page("views/attention.py").run()
+    at.switch_page("views/quiz.py").run()
+    assert at.radio(key=f"quiz_{first.id}").value == first.answer
+
+
+def test_step_through_walks_the_placement_in_order():
+    from encoder.steps import layer_steps
+
+    at = start(SMALL_PRE)
+    at.switch_page("views/step.py").run()
+    steps = layer_steps(at.session_state["frame"].config)
+    seen = [at.subheader[0].value]
+    for _ in steps[1:]:
+        at.button[1].click().run()
+        assert_clean(at)
+        seen.append(at.subheader[0].value)
+    assert seen == [s.title for s in steps]
+    assert at.button[1].disabled and not at.button[0].disabled
+    assert "penwidth" in graphviz_source(at) or "color" in graphviz_source(at)

@@ -1,8 +1,48 @@
-"""Placeholder until the teaching tools land."""
+"""Step through a layer: walk one encoder layer's data flow, node by node, with the tensor at each stop."""
 
 import streamlit as st
 
 import ui
+from encoder import diagram, figures
+from encoder.steps import layer_steps
 
-ui.frame()
-st.info("This teaching view is being built.")
+fr, trace = ui.need_trace()
+steps = layer_steps(trace.config)
+ss = st.session_state
+ui.clamp("step", len(steps) - 1)
+
+
+def move(delta: int) -> None:
+    ss["step"] = min(max(ss["step"] + delta, 0), len(steps) - 1)
+
+
+cols = st.columns([1, 1, 4, 3], vertical_alignment="bottom")
+cols[0].button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,), disabled=ss["step"] == 0,
+               width="stretch")
+cols[1].button("Next", icon=":material/arrow_forward:", on_click=move, args=(1,),
+               disabled=ss["step"] == len(steps) - 1, width="stretch")
+layer = ui.layer_slider(trace.num_layers, cols[3])
+step = steps[ss["step"]]
+cols[2].progress((ss["step"] + 1) / len(steps), text=f"Step {ss['step'] + 1} of {len(steps)}: {step.title}")
+
+left, right = st.columns([2, 3])
+with left:
+    st.graphviz_chart(diagram.layer_diagram(trace.config, layer=layer, highlight=step.key, seq=trace.seq_len))
+with right:
+    st.subheader(step.title)
+    st.write(step.text)
+    if trace.train and step.key in ("drop1", "drop2"):
+        st.caption("Training mode is on: the tensor shown is the sub-layer output before dropout.")
+    x = trace.taps[layer][step.tap]
+    st.plotly_chart(
+        figures.tensor_heatmap(x, trace.tokens, f"Layer {layer}, {step.tap}: {tuple(x.shape)}", presentation=fr.present),
+        config=figures.png_config(figures.export_name(trace, "step", f"L{layer}", step.tap)),
+    )
+    row = trace.stats().query("layer == @layer and tap == @step.tap").iloc[0]
+    m = st.columns(4)
+    m[0].metric("mean", f"{row['mean']:.3f}")
+    m[1].metric("std", f"{row['std']:.3f}")
+    m[2].metric("RMS", f"{row['rms']:.3f}")
+    m[3].metric("exact zeros", f"{row['zero_frac']:.1%}")
+    ui.caption("One row per token, one column per feature. Blue is negative, red positive; the scale is symmetric.")
+ui.sync_url()
