@@ -40,13 +40,15 @@ with right:
     seq = trace.seq_len if trace is not None else 128
     params, ops = cost.param_summary(cfg), cost.flops_summary(cfg, seq)
     m1, m2, m3 = st.columns(3)
-    m1.metric("Parameters", f"{params['total']:,}")
-    m2.metric("Per layer", f"{params['per_layer']:,}")
-    m3.metric(f"GFLOPs ({seq} tokens)", f"{ops['total'] / 1e9:.2f}")
+    m1.metric("Parameters", f"{params['total'] / 1e6:.2f} M")
+    m2.metric("Per layer", f"{params['per_layer'] / 1e6:.2f} M")
+    m3.metric(f"GFLOPs, {seq} tokens", f"{ops['total'] / 1e9:.2f}")
     one = cost.param_counts(cfg).query("block == 'layer 0'")[["part", "params"]]
     work = cost.flops(cfg, seq).query("block == 'layer 0'")[["part", "flops"]]
-    st.dataframe(one, hide_index=True, width="stretch")
-    st.dataframe(work, hide_index=True, width="stretch")
+    st.dataframe(one, hide_index=True, width="stretch",
+                 column_config={"params": st.column_config.NumberColumn("parameters", format="localized")})
+    st.dataframe(work, hide_index=True, width="stretch",
+                 column_config={"flops": st.column_config.NumberColumn("FLOPs", format="compact")})
     ui.caption(f"Parameters of one layer by sub-layer, and the floating-point operations of one layer for {seq} "
                "tokens (a multiply-add counts as 2). The FFN holds about two thirds of a layer's weights when "
                "d_ff = 4 × d_model; attention scores grow with the square of the sentence length.")
