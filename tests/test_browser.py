@@ -1,0 +1,495 @@
+"""The app in a real browser: `streamlit run app.py` driven by Playwright in Debian's Chromium.
+
+One server and one browser for the whole module (each test gets a fresh browser context, i.e. a fresh session).
+Checks what AppTest cannot see: the heatmap and the Graphviz diagram are really drawn, typing and clicking redraw
+them, the sidebar navigation and deep links work, and hostile URLs and sentences never break the page or
+turn into markup. Screenshots go to artifacts/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from encoder import TAPS, settings
+from encoder.config import EncoderConfig
+from encoder.diagram import layer_diagram, printable
+from encoder.tokenizer import encode
+from tests.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
+from tests.server import READY, ROOT, launch, streamlit_server
+
+ARTIFACTS = ROOT / "artifacts"
+# Plain-text tracebacks in the server log, so a failure message can quote them; no hot reload: a source file
+# saved while the suite runs must not be re-imported under running sessions (half-imported modules raise).
+SERVER_ENV = {"STREAMLIT_LOGGER_ENABLE_RICH": "false", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
+SMALL = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2"}
+LOAD_MS = 120_000  # first build of a model, or a page that computes on open (2-core CI)
+CHANGE_MS = 60_000  # one interaction
+
+CHART = '[data-testid="stPlotlyChart"]'
+GRAPHVIZ = '[data-testid="stGraphVizChart"]'
+EXCEPTION = '[data-testid="stException"]'
+ALERT = '[data-testid="stAlert"]'
+
+# True once the script has been idle for `ms` milliseconds in a row with the frame drawn: a rerun that has not
+# started yet, or one that is between two deltas, does not count as settled.
+SETTLE_JS = """([ready, ms]) => {
+  const ok = document.querySelector(ready) && document.querySelector('[data-testid="stMain"] h1');
+  const now = performance.now();
+  if (!ok) { window.__settledSince = undefined; return false; }
+  if (window.__settledSince === undefined) window.__settledSince = now;
+  return now - window.__settledSince >= ms;
+}"""
+
+# The one attention heatmap on the page, its x tick labels and title, once the old chart is gone.
+HEATMAP_JS = """() => {
+  const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]');
+  if (charts.length !== 1 || !charts[0].querySelector('svg.main-svg .heatmaplayer image')) return null;
+  const c = charts[0];
+  return {ticks: [...c.querySelectorAll('.xtick text')].map(t => t.textContent),
+          title: c.querySelector('.gtitle')?.textContent ?? '',
+          text: c.querySelector('.infolayer')?.textContent ?? '',
+          image: c.querySelector('.heatmaplayer image').getAttribute('href')};
+}"""
+WAIT_HEATMAP_JS = f"""([ready, ticks, labels, title]) => {{
+  if (document.querySelector('[data-testid="stException"]')) return true;  // fail now, not at the timeout
+  const h = ({HEATMAP_JS})();
+  if (!h || !document.querySelector(ready) || !h.title.includes(title)) return false;
+  if (ticks !== null) return JSON.stringify(h.ticks) === JSON.stringify(ticks);
+  return h.ticks.length > 1 && h.ticks[0] === labels[0] && h.ticks.every(t => labels.includes(t));
+}}"""
+
+# What user text must never turn into: Markdown- or HTML-made elements where Streamlit renders Markdown (`within`:
+# the alerts for URL text, the whole main area for sentences), embedded content anywhere in the main area, scripts
+# anywhere, javascript: links anywhere.
+MARKUP_JS = """(within) => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const md = `${within} [data-testid="stMarkdownContainer"] :is(b, strong, em, i, u, s, del, a, img, h1, h2, h3, h4, `
+           + 'h5, h6, ul, ol, blockquote, code, pre, table, hr)';
+  return {scripts: document.querySelectorAll('script').length,
+          created: [...main.querySelectorAll(`${md}, img, iframe, object, embed, video, audio, form`)]
+                   .map(e => `${e.tagName}:${e.textContent.slice(0, 80)}`),
+          jsLinks: document.querySelectorAll('a[href^="javascript" i]').length};
+}"""
+
+
+# --------------------------------------------------------------------------------------------------- fixtures
+class ServerLog:
+    """Drains the server's output (a full pipe would block the server) and keeps it for failure messages."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        threading.Thread(target=self._drain, args=(stream,), daemon=True).start()
+
+    def _drain(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def errors(self, since: int = 0) -> str:
+        """The log from line `since` on, if it holds an uncaught exception; else ''."""
+        text = "".join(self.lines[since:])
+        return text[-6000:] if ("Traceback" in text or "Uncaught app" in text) else ""
+
+
+@dataclass
+class App:
+    url: str
+    log: ServerLog
+
+    def link(self, path: str = "/", params: dict | Sequence[tuple[str, str]] | None = None) -> str:
+        query = urllib.parse.urlencode(params or {}, quote_via=urllib.parse.quote)
+        return f"{self.url}{path}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture(scope="module")
+def app() -> Iterator[App]:
+    with streamlit_server(env=SERVER_ENV) as (url, proc):
+        yield App(url, ServerLog(proc.stdout))
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as pw:
+        browser = launch(pw)  # raises "install Debian's Chromium" when /usr/bin/chromium is missing
+        yield browser
+        browser.close()
+
+
+def new_page(browser) -> Page:
+    context = browser.new_context(viewport={"width": 1440, "height": 1300})
+    page = context.new_page()
+    page.dialogs = []  # any alert() means user text ran as script
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    return page
+
+
+@pytest.fixture
+def page(browser) -> Iterator[Page]:
+    page = new_page(browser)
+    yield page
+    page.context.close()
+
+
+# ---------------------------------------------------------------------------------------------------- helpers
+def settle(page: Page, ms: int = 600, timeout: float = LOAD_MS) -> None:
+    """Wait until the app is idle and stays idle for `ms` (after a load, a click or typing)."""
+    page.evaluate("window.__settledSince = undefined")
+    page.wait_for_function(SETTLE_JS, arg=[READY, ms], timeout=timeout, polling=100)
+
+
+def open_app(page: Page, app: App, path: str = "/", params=None) -> None:
+    page.goto(app.link(path, params))
+    settle(page)
+
+
+def describe(page: Page, app: App, since: int = 0) -> str:
+    """What the page shows, for failure messages."""
+    state = page.evaluate(f"""() => ({{
+      url: location.href.slice(0, 300),
+      scriptState: document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state'),
+      alerts: [...document.querySelectorAll('{ALERT}')].map(e => e.innerText.slice(0, 300)),
+      exceptions: [...document.querySelectorAll('{EXCEPTION}')].map(e => e.innerText.slice(0, 300)),
+      charts: document.querySelectorAll('{CHART}').length,
+      heatmap: ({HEATMAP_JS})(),
+    }})""")
+    if state["heatmap"]:
+        state["heatmap"].pop("image")
+        state["heatmap"]["text"] = state["heatmap"]["text"][:300]
+    errors = app.log.errors(since)
+    return f"{state}" + (f"\n--- server log ---\n{errors}" if errors else "")
+
+
+def assert_clean(page: Page, app: App, since: int = 0) -> None:
+    """No exception element on the page and no uncaught exception in the server log."""
+    shown = page.locator(EXCEPTION).count()
+    logged = app.log.errors(since)
+    assert not shown and not logged, f"exception on {page.url[:200]}: {describe(page, app, since)}"
+    assert not page.dialogs, f"a dialog opened (user text ran as script): {page.dialogs}"
+
+
+def heatmap_labels(text: str) -> list[str]:
+    """The tick labels the heatmap should show for `text`: its WordPiece tokens, made printable."""
+    return [printable(t, 16) for t in encode(text, EncoderConfig().max_len).tokens]
+
+
+def wait_heatmap(page: Page, app: App, labels: list[str], title: str = "", timeout: float = CHANGE_MS) -> dict:
+    """Wait until the single heatmap shows exactly `labels` (long inputs: a sample of them) and `title`."""
+    exact = labels if len(labels) <= 48 else None  # figures.py labels every k-th token above 48
+    try:
+        page.wait_for_function(WAIT_HEATMAP_JS, arg=[READY, exact, labels, title], timeout=timeout, polling=100)
+    except PlaywrightTimeout:
+        raise AssertionError(f"the heatmap never showed {labels[:20]} / {title!r}: {describe(page, app)}") from None
+    assert not page.locator(EXCEPTION).count(), f"exception instead of the heatmap: {describe(page, app)}"
+    return page.evaluate(HEATMAP_JS)
+
+
+def type_sentence(page: Page, text: str) -> None:
+    """Fill the Sentence box and commit it the way a user does (Ctrl+Enter; leaving the box works too)."""
+    box = page.get_by_label("Sentence")
+    box.fill(text)
+    box.press("Control+Enter")
+
+
+def graph_edges(page: Page) -> set[str]:
+    return set(page.locator(f"{GRAPHVIZ} svg g.edge > title").all_text_contents())
+
+
+def graph_nodes(page: Page) -> set[str]:
+    return set(page.locator(f"{GRAPHVIZ} svg g.node > title").all_text_contents())
+
+
+def dot_edges(cfg: EncoderConfig) -> set[str]:
+    """The edges of the diagram the app should draw for `cfg`, read from its DOT source."""
+    return {f"{a}->{b}" for a, b in re.findall(r"^\s*(\w+) -> (\w+)", layer_diagram(cfg).source, re.M)}
+
+
+def query(page: Page) -> dict[str, list[str]]:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query, keep_blank_values=True)
+
+
+def wait_graph(page: Page, app: App, timeout: float = CHANGE_MS) -> None:
+    try:
+        page.wait_for_function(f"""() => {{
+          if (document.querySelector('{EXCEPTION}')) return true;
+          const titles = [...document.querySelectorAll('{GRAPHVIZ} svg g.node > title')].map(t => t.textContent);
+          return {list(TAPS)}.every(tap => titles.includes(tap));
+        }}""", timeout=timeout, polling=200)
+    except PlaywrightTimeout:
+        raise AssertionError(f"the data-flow diagram was not drawn with every tap: {describe(page, app)}") from None
+    assert not page.locator(EXCEPTION).count(), f"exception instead of the diagram: {describe(page, app)}"
+
+
+# ------------------------------------------------------------------------------------------------ the tests
+def test_no_unsafe_allow_html_in_app_code():
+    """Issue 6, point 7: no st.markdown(..., unsafe_allow_html=True) anywhere outside tests/."""
+    skip = {"tests", ".venv", ".venv-test", ".git", "artifacts"}
+    files = [p for p in ROOT.rglob("*.py") if not skip & set(p.relative_to(ROOT).parts)]
+    assert any(p.name == "app.py" for p in files)
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in files
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "unsafe_allow_html=True" in line]
+    assert not hits, f"unsafe_allow_html=True found: {hits}"
+
+
+@pytest.mark.browser
+def test_deep_link_opens_the_diagram_inside_the_frame(page, app):
+    """First in the module on purpose: a server's very first run is where a deep link used to find no page."""
+    since = len(app.log.lines)
+    params = SMALL | {"norm": "pre"}
+    open_app(page, app, "/diagram", params)
+    wait_graph(page, app, timeout=LOAD_MS)
+    assert not page.get_by_text("Page not found").count(), describe(page, app, since)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert sidebar.locator('[data-testid="stSidebarNav"]').is_visible(), "the deep link lost the frame's navigation"
+    assert sidebar.get_by_role("radio", name=settings.CUSTOM_LABEL).is_checked()
+    assert sidebar.get_by_role("radio", name="Pre-LN").is_checked()
+    knobs = sidebar.inner_text()
+    for label, value in (("d_model (width)", "64"), ("Heads (num_heads)", "4"), ("d_ff (FFN width", "128")):
+        assert re.search(rf"{re.escape(label)}.*\n+{value}\n", knobs), f"sidebar should show {label} = {value}: {knobs[:600]}"
+    pre = EncoderConfig(d_model=64, num_heads=4, d_ff=128, num_layers=2, norm="pre")
+    post = EncoderConfig(d_model=64, num_heads=4, d_ff=128, num_layers=2, norm="post")
+    assert dot_edges(pre) != dot_edges(post)
+    assert graph_edges(page) == dot_edges(pre), "the browser should draw the Pre-LN diagram of this config"
+    assert graph_nodes(page) >= set(TAPS)
+    assert re.search(r"\((seq|\d+), 64\)", page.locator(GRAPHVIZ).inner_text()), "edge shapes should carry d_model"
+    assert_clean(page, app, since)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browser_diagram_pre_ln.png"))
+
+
+@pytest.mark.browser
+def test_home_page_draws_the_heatmap(page, app):
+    since = len(app.log.lines)
+    open_app(page, app)
+    layer, head = settings.SETTINGS["layer"].default, settings.SETTINGS["head"].default
+    heat = wait_heatmap(page, app, heatmap_labels(settings.DEFAULT_SENTENCE), f"Attention, layer {layer}, head {head}",
+                        timeout=LOAD_MS)
+    assert heat["image"].startswith("data:image/png;base64,") and len(heat["image"]) > 1000, "heatmap cells not drawn"
+    assert page.locator(f"{CHART} svg.main-svg").first.bounding_box()["width"] > 400
+    assert page.get_by_role("radio", name=settings.PRETRAINED_LABEL).is_checked()
+    assert page.get_by_label("Sentence").input_value() == settings.DEFAULT_SENTENCE
+    assert_clean(page, app, since)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "browser_home.png"))
+    page.locator(CHART).screenshot(path=str(ARTIFACTS / "browser_heatmap.png"))
+
+
+@pytest.mark.browser
+def test_typing_a_sentence_redraws_the_heatmap(page, app):
+    since = len(app.log.lines)
+    open_app(page, app)
+    before = wait_heatmap(page, app, heatmap_labels(settings.DEFAULT_SENTENCE), timeout=LOAD_MS)
+    sentence = "The quick brown fox jumps over the lazy dog."
+    type_sentence(page, sentence)
+    after = wait_heatmap(page, app, heatmap_labels(sentence))
+    assert after["ticks"][1:4] == ["the", "quick", "brown"] and after["image"] != before["image"]
+    assert "quick brown fox" in after["text"], "the chart's subtitle should quote the new sentence"
+    settle(page)
+    assert query(page).get("text") == [sentence], "the sentence should be written into the URL"
+    assert_clean(page, app, since)
+
+
+@pytest.mark.browser
+def test_choosing_a_head_redraws_the_heatmap(page, app):
+    since = len(app.log.lines)
+    open_app(page, app)
+    labels = heatmap_labels(settings.DEFAULT_SENTENCE)
+    layer, head = settings.SETTINGS["layer"].default, settings.SETTINGS["head"].default
+    other = (head + 4) % 12  # the pretrained model has 12 heads
+    before = wait_heatmap(page, app, labels, f"layer {layer}, head {head}", timeout=LOAD_MS)
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Head").click()
+    page.get_by_role("option", name=str(other), exact=True).click()
+    after = wait_heatmap(page, app, labels, f"layer {layer}, head {other}")
+    assert after["image"] != before["image"], f"head {other} should draw different weights from head {head}"
+    settle(page)
+    assert query(page).get("head") == [str(other)]
+    assert_clean(page, app, since)
+
+
+# The sidebar's pages, in order: (link text, URL path, what the page's main content is).
+# The teaching pages (issue 4) may still show their "being built" notice; once built they must show the content.
+PLACEHOLDER = "This teaching view is being built."
+PAGES = [
+    ("Activations", "/statistics", f"{CHART} svg.main-svg", 3),
+    ("Data flow", "/diagram", f"{GRAPHVIZ} svg g.node", len(TAPS)),
+    ("Tokens & embeddings", "/wordpieces", '[data-testid="stDataFrame"]', 1),
+    ("Compare", "/side-by-side", f"{CHART} svg.main-svg", 1),
+    ("Step through a layer", "/walkthrough", f"{GRAPHVIZ} svg g.node", len(TAPS)),
+    ("Training stability", "/warmup", f"{CHART} svg.main-svg, [data-testid='stMain'] [data-testid='stButton']", 1),
+    ("Position", "/word-order", f"{CHART} svg.main-svg", 1),
+    ("Quiz", "/check", "[data-testid='stMain'] [data-testid='stRadio']", 1),
+    ("Attention", "/", f"{CHART} .heatmaplayer image", 1),
+]
+NAV_SENTENCE = "Hello world, the encoder reads every word."
+
+
+@pytest.fixture(scope="module")
+def nav_page(browser, app) -> Iterator[Page]:
+    page = new_page(browser)
+    open_app(page, app, "/", SMALL | {"norm": "pre", "text": NAV_SENTENCE})
+    wait_heatmap(page, app, heatmap_labels(NAV_SENTENCE), timeout=LOAD_MS)
+    yield page
+    page.context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("title", "path", "content", "count"), PAGES, ids=[p[1] for p in PAGES])
+def test_every_page_opens_from_the_sidebar(nav_page, app, title, path, content, count):
+    page, since = nav_page, len(app.log.lines)
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
+    page.wait_for_url(re.compile(rf"^{re.escape(app.url + path)}(\?|$)"), timeout=CHANGE_MS)
+    try:
+        page.wait_for_function(
+            """([sel, n, exc, placeholder]) => document.querySelectorAll(sel).length >= n
+               || document.querySelector(exc) || document.body.innerText.includes(placeholder)""",
+            arg=[content, count, EXCEPTION, PLACEHOLDER], timeout=LOAD_MS, polling=200)
+        settle(page)
+    except PlaywrightTimeout:
+        raise AssertionError(f"{title}: its main content ({content}) never appeared: {describe(page, app, since)}") from None
+    assert_clean(page, app, since)
+    if not page.locator(content).count() >= count:
+        assert page.get_by_text(PLACEHOLDER).count(), describe(page, app, since)
+        print(f"\n{title}: still the placeholder notice")
+    params = query(page)
+    assert params.get("model") == ["custom"] and params.get("norm") == ["pre"], "the settings must survive navigation"
+    if path == "/diagram":
+        assert graph_nodes(page) >= set(TAPS)
+        cfg = settings.config_from(settings.defaults() | {k: int(v) for k, v in SMALL.items() if k != "model"}
+                                   | {"norm": "pre"})
+        assert graph_edges(page) == dot_edges(cfg)
+    if path == "/":
+        wait_heatmap(page, app, heatmap_labels(NAV_SENTENCE))
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", ["/dataflow", "/attention", "/no-such-page"])
+def test_raw_page_file_urls_show_no_exception(page, app, path):
+    """Streamlit's legacy pages/ router must never run a page without its frame."""
+    since = len(app.log.lines)
+    open_app(page, app, path, SMALL)
+    assert page.locator('[data-testid="stSidebarNav"]').is_visible(), describe(page, app, since)
+    assert_clean(page, app, since)
+
+
+# Hostile links (issue 6, point 2): (id, path, query as (key, value) pairs, warnings that must name the problem,
+# what the main area shows afterwards: "heatmap", "graph" or an error message).
+HUGE = "9" * 40
+HOSTILE_URLS = [
+    ("wrong_types", "/", [("model", "custom"), ("d_model", "abc"), ("num_layers", "two"), ("final_norm", "maybe"),
+                          ("train", "2")], ["d_model='abc'", "num_layers='two'", "final_norm='maybe'", "train='2'"], "heatmap"),
+    ("huge_numbers", "/", [*SMALL.items(), ("seed", "1e400"), ("layer", HUGE), ("head", "-1"), ("dropout", "1e308"),
+                           ("num_layers", HUGE)], ["seed=", "layer=", "head='-1'", "dropout=", "num_layers="], "heatmap"),
+    ("unknown_enums", "/", [("model", "gpt-5"), ("norm", "sideways"), ("activation", "swish"), ("positional", "rotary"),
+                            ("view", "3d"), ("tap", "everything"), ("device", "tpu")],
+     ["'gpt-5'", "norm='sideways'", "activation='swish'", "positional='rotary'", "view='3d'", "device='tpu'"],
+     "heatmap"),
+    ("repeated_keys", "/", [*SMALL.items(), ("model", "custom"), ("text", "first words"), ("text", "second words")],
+     ["'model' 2 times", "'text' 2 times"], "heatmap"),
+    ("empty_values", "/", [("model", ""), ("d_model", ""), ("head", ""), ("present", "")],
+     ["model=''", "d_model=''", "head=''", "present=''"], "heatmap"),
+    ("unavailable_device", "/", [*SMALL.items(), ("device", "cuda")], ["cuda"], "heatmap"),
+    ("oversized_text", "/", [*SMALL.items(), ("text", "word " * 5000)], ["20,000"], "heatmap"),
+    ("impossible_config", "/", [*SMALL.items(), ("num_heads", "3")], [], "not divisible"),
+    ("diagram_bad_layers", "/diagram", [*SMALL.items(), ("num_layers", "0"), ("layer", "7")], ["num_layers='0'"], "graph"),
+    ("markup_in_keys_and_values", "/", [*SMALL.items(), ("norm", "**x**"), ("[a](javascript:alert(1))", "1"),
+                                        ("<script>alert(1)</script>", "1"), ("activation", "<b>bold</b>")],
+     ["'**x**'", "'[a](javascript:alert(1))'", "'<script>alert(1)</script>'", "'<b>bold</b>'"], "heatmap"),
+]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("path", "params", "warnings", "shows"), [c[1:] for c in HOSTILE_URLS],
+                         ids=[c[0] for c in HOSTILE_URLS])
+def test_hostile_url_warns_and_the_app_still_works(page, app, path, params, warnings, shows):
+    since = len(app.log.lines)
+    open_app(page, app, path, params)
+    before = page.evaluate(MARKUP_JS, ALERT)
+    alerts = "\n".join(page.locator(ALERT).all_inner_texts())
+    for warning in warnings:
+        assert warning in alerts, f"no warning naming {warning!r}; alerts shown: {alerts[:1500]}"
+    assert not before["created"] and not before["jsLinks"], f"URL text became markup: {before['created']}"
+    assert_clean(page, app, since)
+    if shows == "graph":
+        wait_graph(page, app)
+        return
+    if shows != "heatmap":
+        assert shows in alerts and not page.locator(CHART).count(), describe(page, app, since)
+        return
+    wait_heatmap(page, app, heatmap_labels(page.get_by_label("Sentence").input_value()), timeout=LOAD_MS)
+    type_sentence(page, "Still working after a bad link.")
+    wait_heatmap(page, app, heatmap_labels("Still working after a bad link."))
+    assert_clean(page, app, since)
+    assert page.evaluate(MARKUP_JS, ALERT)["scripts"] == before["scripts"]
+
+
+URL_SENTENCES = ["empty", "whitespace", "paragraph_20k", "script_tag", "bold_tag", "img_onerror", "markdown_bold",
+                 "markdown_js_link", "mixed_direction", "bidi_override", "nul", "c0_controls", "emoji_zwj", "cjk",
+                 "combining_marks", "dot_trailing_backslash", "dot_syntax"]
+SCREENSHOTS = {"bold_tag", "script_tag", "mixed_direction", "bidi_override"}
+TYPED_SENTENCES = ["script_tag", "bold_tag", "markdown_js_link", "bidi_override", "nul", "paragraph_20k", "whitespace"]
+
+
+def check_sentence_shown_literally(page: Page, app: App, name: str, since: int, baseline: dict) -> None:
+    text = BY_ID[name]
+    if name in EMPTY_IDS:
+        prompt = page.get_by_text("Type a sentence above")
+        prompt.first.wait_for(timeout=CHANGE_MS)
+        assert not page.locator(CHART).count(), "no heatmap for an empty sentence"
+    else:
+        heat = wait_heatmap(page, app, heatmap_labels(text), timeout=LOAD_MS)
+        if name in MARKUP_IDS:
+            assert text in heat["text"], f"the chart should quote {text!r} literally, not as markup: {heat['text'][:300]}"
+    marks = page.evaluate(MARKUP_JS, '[data-testid="stMain"]')
+    assert marks["created"] == baseline["created"] and not marks["jsLinks"], f"user text became markup: {marks['created']}"
+    assert marks["scripts"] == baseline["scripts"], "user text added a <script> element"
+    box = page.get_by_label("Sentence").input_value()
+    assert box == text.replace("\r\n", "\n"), f"the box should hold the sentence as typed: {box[:200]!r}"
+    assert_clean(page, app, since)
+
+
+@pytest.fixture(scope="module")
+def markup_baseline(browser, app) -> dict:
+    page = new_page(browser)
+    open_app(page, app, "/", SMALL | {"text": "A plain sentence."})
+    wait_heatmap(page, app, heatmap_labels("A plain sentence."), timeout=LOAD_MS)
+    baseline = page.evaluate(MARKUP_JS, '[data-testid="stMain"]')  # the page's own title and heading anchor
+    page.context.close()
+    return baseline
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", URL_SENTENCES)
+def test_hostile_sentence_in_the_url_is_shown_literally(page, app, markup_baseline, name):
+    since = len(app.log.lines)
+    open_app(page, app, "/", SMALL | {"text": BY_ID[name]})
+    check_sentence_shown_literally(page, app, name, since, markup_baseline)
+    if name in SCREENSHOTS:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.locator(CHART).screenshot(path=str(ARTIFACTS / f"browser_hostile_{name}.png"))
+    if name.startswith("dot_"):
+        page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Data flow").click()
+        wait_graph(page, app)
+        assert_clean(page, app, since)
+
+
+@pytest.fixture(scope="module")
+def typing_page(browser, app) -> Iterator[Page]:
+    page = new_page(browser)
+    open_app(page, app, "/", SMALL | {"norm": "pre", "text": "Start here."})
+    wait_heatmap(page, app, heatmap_labels("Start here."), timeout=LOAD_MS)
+    yield page
+    page.context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("name", TYPED_SENTENCES)
+def test_hostile_sentence_typed_into_the_box_is_shown_literally(typing_page, app, markup_baseline, name):
+    page, since = typing_page, len(app.log.lines)
+    type_sentence(page, BY_ID[name])
+    check_sentence_shown_literally(page, app, name, since, markup_baseline)
