@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from typing import Any
 
 import streamlit as st
@@ -100,6 +101,12 @@ def get_variant(model_key: str, device: str, changes: tuple[tuple[str, str], ...
 @st.cache_resource(max_entries=16, show_spinner="Running the encoder…")
 def get_variant_trace(model_key: str, device: str, norm: str, text: str, train: bool) -> encoder.Trace:
     return encoder.run(get_variant(model_key, device, (("norm", norm),)), text, train=train)
+
+
+@st.cache_resource(show_spinner=False)
+def training_store() -> dict:
+    """Training results shared by every session, so a class that opens the page sees the runs at once."""
+    return {"lock": threading.Lock(), "runs": {}}
 
 
 def frame() -> Frame:

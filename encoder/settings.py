@@ -84,6 +84,7 @@ D_MODEL_OPTIONS = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 HEAD_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
 D_FF_OPTIONS = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
 MAX_LAYERS = 24
+LR_OPTIONS = (0.0003, 0.001, 0.003, 0.01)
 MAX_SEED = 2**31 - 1
 
 _base = EncoderConfig()
@@ -116,6 +117,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("text_b", SECOND_SENTENCE, str),
         Setting("word", "it", str),
         Setting("step", 0, int, None, 0, 30),
+        Setting("depth", 12, int, (2, 4, 6, 12, 24)),
+        Setting("lr", 0.003, float, LR_OPTIONS),
+        Setting("train_steps", 300, int, (50, 100, 200, 300, 500)),
+        Setting("train_layers", 6, int, (2, 4, 6)),
     )
 }
 CONFIG_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "activation", "norm", "positional", "final_norm", "seed")

@@ -221,3 +221,20 @@ def test_step_through_walks_the_placement_in_order():
     assert seen == [s.title for s in steps]
     assert at.button[1].disabled and not at.button[0].disabled
     assert "penwidth" in graphviz_source(at) or "color" in graphviz_source(at)
+
+
+def test_training_runs_are_trained_once_and_shared_with_every_session():
+    params = {"train_steps": "50", "train_layers": "2"}
+    at = start(params)
+    at.switch_page("views/stability.py").run()
+    assert_clean(at)
+    n_charts = len(plotly_specs(at))
+    at.button[0].click().run()
+    assert_clean(at)
+    specs = plotly_specs(at)
+    assert len(specs) == n_charts + 2  # training curves and the trained model's attention
+    curves = [d for d in specs[n_charts]["data"] if d["type"] == "scatter"]
+    assert len(curves) == 3
+    other = start(params)  # a second session sees the cached runs without training
+    other.switch_page("views/stability.py").run()
+    assert len(plotly_specs(other)) == n_charts + 2
