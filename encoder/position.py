@@ -1,0 +1,140 @@
+"""Position: the positional-encoding table, and the check that without it the encoder ignores word order.
+
+Seed 004: without positional information the layers are "totally invariant to the position of the tokens",
+since attention is a weighted sum. Precisely, they are permutation-equivariant: permuting the input rows
+permutes the output rows, out(P x) = P out(x), and the attention as A(P x) = P A(x) P^T.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .config import EncoderConfig
+from .model import Encoder, build_model, sinusoidal_table
+from .tokenizer import encode
+
+
+def shuffle_words(text: str, seed: int) -> tuple[str, list[int]]:
+    """Shuffle the whitespace-separated words: (shuffled text, perm) with shuffled[i] = words[perm[i]]."""
+    words = text.split()
+    perm = _derangement_ish(len(words), seed, [w.lower() for w in words])
+    return " ".join(words[i] for i in perm), perm
+
+
+def _derangement_ish(n: int, seed: int, items: list[str]) -> list[int]:
+    """A seeded permutation of range(n) that changes the order of `items` whenever that is possible."""
+    rng = random.Random(seed)  # a private generator: the global random state is untouched
+    perm = list(range(n))
+    if len(set(items)) < 2:
+        return perm
+    for _ in range(100):
+        rng.shuffle(perm)
+        if [items[i] for i in perm] != items:
+            return perm
+    return perm[1:] + perm[:1]  # a rotation changes the order whenever two items differ
+
+
+def _word_groups(tokens: list[str]) -> list[list[int]]:
+    """Token indices grouped into words: a WordPiece continuation ("##...") joins the previous word."""
+    groups: list[list[int]] = []
+    for i, tok in enumerate(tokens):
+        if tok.startswith("##") and groups:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+@dataclass(frozen=True)
+class PermutationResult:
+    """How far the encoder is from permutation-equivariance on one input."""
+
+    tokens: list[str]
+    permuted_tokens: list[str]
+    permutation: list[int]  # permuted position i holds original position permutation[i]
+    out_diff: float  # max |out(P x) - P out(x)|
+    attn_diff: float  # max over layers of |A(P x) - P A(x) P^T|
+    attn_diff_per_layer: list[float]
+    out_scale: float  # max |out(x)|, to read out_diff against
+    tol: float
+
+    @property
+    def invariant(self) -> bool:
+        """True when both differences are float noise: the model did not see the order."""
+        return self.out_diff <= self.tol * max(1.0, self.out_scale) and self.attn_diff <= self.tol
+
+
+def permutation_check_ids(model: Encoder, ids: list[int], permutation: list[int], tol: float = 1e-4) -> PermutationResult:
+    """Run the model on ids and on ids[permutation] and compare the outputs and attention up to the permutation."""
+    n = len(ids)
+    if sorted(permutation) != list(range(n)):
+        raise ValueError(f"permutation must reorder all {n} positions 0..{n - 1} exactly once.")
+    device = next(model.parameters()).device
+    x = torch.tensor([ids], device=device)  # (1, T)
+    p = torch.tensor(permutation, device=device)
+    with torch.inference_mode():
+        out, patterns, _ = model(x)
+        out_p, patterns_p, _ = model(x[:, p])
+    out, out_p = out[0].double().cpu(), out_p[0].double().cpu()  # (T, D)
+    p = p.cpu()
+    out_diff = float((out_p - out[p]).abs().max())
+    per_layer = []
+    for a, a_p in zip(patterns, patterns_p, strict=True):
+        a, a_p = a[0].double().cpu(), a_p[0].double().cpu()  # (H, T, T)
+        per_layer.append(float((a_p - a[:, p][:, :, p]).abs().max()))  # P A P^T
+    return PermutationResult(
+        tokens=[str(i) for i in ids],
+        permuted_tokens=[str(ids[i]) for i in permutation],
+        permutation=list(permutation),
+        out_diff=out_diff,
+        attn_diff=max(per_layer),
+        attn_diff_per_layer=per_layer,
+        out_scale=float(out.abs().max()),
+        tol=tol,
+    )
+
+
+def permutation_check(model: Encoder, text: str, seed: int, tol: float = 1e-4) -> PermutationResult:
+    """Shuffle the words between [CLS] and [SEP] at the token level and check out(Px) = P out(x), A(Px) = P A P^T."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("Type a sentence to shuffle; the input is empty.")
+    enc = encode(text, model.cfg.max_len, model.vocab_dir)
+    if max(enc.ids) >= model.cfg.vocab_size:
+        raise ValueError(f"vocab_size={model.cfg.vocab_size} is smaller than the tokenizer's vocabulary.")
+    # Permute whole words (a word's WordPiece pieces stay together, in order); [CLS] and [SEP] stay put.
+    groups = _word_groups(enc.tokens[1:-1])
+    order = _derangement_ish(len(groups), seed, [" ".join(enc.tokens[1 + i] for i in g) for g in groups])
+    permutation = [0] + [1 + i for k in order for i in groups[k]] + [len(enc.ids) - 1]
+    result = permutation_check_ids(model, enc.ids, permutation, tol)
+    return PermutationResult(
+        tokens=list(enc.tokens),
+        permuted_tokens=[enc.tokens[i] for i in permutation],
+        permutation=permutation,
+        out_diff=result.out_diff,
+        attn_diff=result.attn_diff,
+        attn_diff_per_layer=result.attn_diff_per_layer,
+        out_scale=result.out_scale,
+        tol=tol,
+    )
+
+
+def pe_table(config: EncoderConfig, seq: int, model: Encoder | None = None) -> Tensor:
+    """The (seq, d_model) positional term added to the embeddings: sinusoidal, learned (from `model`), or zeros."""
+    if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= config.max_len:
+        raise ValueError(f"seq={seq!r} must be a whole number from 1 to max_len={config.max_len}.")
+    if config.positional == "sinusoidal":
+        return sinusoidal_table(seq, config.d_model)
+    if config.positional == "learned":
+        model = model if model is not None else build_model(config, "cpu")
+        return model.embed.pos.weight[:seq].detach().float().cpu().clone()
+    return torch.zeros(seq, config.d_model)
+
+
+def position_similarity(table: Tensor) -> Tensor:
+    """(seq, seq) cosine similarity between the positional vectors of every pair of positions."""
+    unit = table / table.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return unit @ unit.T

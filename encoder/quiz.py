@@ -1,0 +1,207 @@
+"""Eight multiple-choice questions on the encoder, with feedback, a score and facts read off the live model.
+
+The topics follow the "Test Your Understanding" list of the seeds (seed 003); the wording is our own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .config import EncoderConfig
+from .model import Encoder
+from .trace import Trace
+
+PAGES = ("attention", "dataflow", "activations", "compare", "position", "stability", "tokens")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question; `answer` indexes `options`, `page` is the app view that demonstrates it."""
+
+    id: str
+    prompt: str
+    options: tuple[str, ...]
+    answer: int
+    explanation: str
+    page: str
+    demo: str  # one sentence: what to look at on that page
+
+
+QUESTIONS: tuple[Question, ...] = (
+    Question(
+        id="attention",
+        prompt="Which kind of attention does every encoder layer use?",
+        options=(
+            "Self-attention with a causal mask, so a token sees only the tokens before it",
+            "Self-attention without a mask: every token may attend to every token of the input",
+            "Cross-attention from the encoder into a decoder's states",
+            "None: the encoder is made of feed-forward layers only",
+        ),
+        answer=1,
+        explanation="Queries, keys and values all come from the same sequence (self-attention), and no mask "
+        "hides any position, so each token can draw on the whole input.",
+        page="attention",
+        demo="Every row of the heatmap has weight to the right of the diagonal as well as to the left.",
+    ),
+    Question(
+        id="layers",
+        prompt="How many identical layers does the encoder of the original Transformer (2017) stack?",
+        options=("1", "6", "12", "24"),
+        answer=1,
+        explanation="The base Transformer stacks N = 6 encoder layers; 12 and 24 are BERT-base and BERT-large.",
+        page="dataflow",
+        demo="The default configuration builds 6 layers; the layer slider runs over all of them.",
+    ),
+    Question(
+        id="ffn",
+        prompt="To what width does the position-wise feed-forward network usually expand each token's vector?",
+        options=("d_model / 4", "d_model", "4 × d_model", "d_model²"),
+        answer=2,
+        explanation="W1 maps d_model to d_ff and W2 maps back; the original uses d_model = 512 and d_ff = 2048, "
+        "four times wider.",
+        page="activations",
+        demo="The ffn_hidden tap is d_ff wide, four times the d_model width of the other taps.",
+    ),
+    Question(
+        id="residual",
+        prompt="What is the residual (skip) connection around each sub-layer for?",
+        options=(
+            "It removes parameters from the model",
+            "It gives the signal and the gradients a direct path through the layer, so deep stacks stay trainable",
+            "It adds the token positions to the embeddings",
+            "It hides future tokens from attention",
+        ),
+        answer=1,
+        explanation="The layer computes x + Sublayer(x): the identity path carries gradients straight back to "
+        "earlier layers, which is what makes stacks of many layers trainable.",
+        page="stability",
+        demo="The gradient norms at initialisation show how the placement of LayerNorm around the residual "
+        "path changes the gradient each layer receives.",
+    ),
+    Question(
+        id="encoder_only",
+        prompt="Which of these models is built from a Transformer encoder alone?",
+        options=("GPT-2", "T5", "BERT", "BART"),
+        answer=2,
+        explanation="BERT is an encoder-only stack; GPT-2 is decoder-only, and T5 and BART pair an encoder with "
+        "a decoder.",
+        page="tokens",
+        demo="The tokenizer is BERT's WordPiece: [CLS] starts and [SEP] ends every input.",
+    ),
+    Question(
+        id="output",
+        prompt="What does the encoder produce?",
+        options=(
+            "A single vector for the whole input",
+            "One contextual vector for every input position",
+            "The attention weights and nothing else",
+            "A score for every word of the vocabulary",
+        ),
+        answer=1,
+        explanation="The output has the input's length: a d_model vector per token that now mixes in its context. "
+        "A classifier may then pick one of them, such as [CLS].",
+        page="compare",
+        demo="Compare two sentences: the same word gets a different output vector in each context.",
+    ),
+    Question(
+        id="layernorm",
+        prompt="Where does the original Transformer apply LayerNorm in each sub-layer?",
+        options=(
+            "Before the sub-layer, inside the residual branch (Pre-LN)",
+            "After the residual add, as LayerNorm(x + Sublayer(x)) (Post-LN)",
+            "Only after the attention sub-layer",
+            "Only after the feed-forward sub-layer",
+        ),
+        answer=1,
+        explanation="The 2017 paper normalises the sum x + Sublayer(x) after both sub-layers (Post-LN). Many "
+        "later models move it in front of the sub-layer (Pre-LN), which trains more stably.",
+        page="dataflow",
+        demo="Step through a Post-LN layer: LayerNorm comes right after each residual add.",
+    ),
+    Question(
+        id="bidirectional",
+        prompt="What makes the encoder bidirectional?",
+        options=(
+            "It runs two separate stacks, one per reading direction",
+            "No causal mask is applied, so each position attends to positions on both sides",
+            "It contains a bidirectional RNN",
+            "The input is also fed in reversed",
+        ),
+        answer=1,
+        explanation="Nothing stops a token from looking to its right: with no causal mask, attention covers the "
+        "left and the right context in one pass.",
+        page="attention",
+        demo="Pick any token: its attention row has weight on tokens both before and after it.",
+    ),
+)
+
+BY_ID = {q.id: q for q in QUESTIONS}
+
+
+def question(question_id: str) -> Question:
+    """The question with this id; ValueError names the valid ids."""
+    if question_id not in BY_ID:
+        raise ValueError(f"Unknown question {question_id!r}; choose one of {', '.join(BY_ID)}.")
+    return BY_ID[question_id]
+
+
+def check(question_id: str, choice: int) -> tuple[bool, str]:
+    """(correct, feedback) for one answer; the feedback always carries the explanation."""
+    q = question(question_id)
+    if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < len(q.options):
+        raise ValueError(f"choice={choice!r} must be an option index from 0 to {len(q.options) - 1}.")
+    if choice == q.answer:
+        return True, f"Correct. {q.explanation}"
+    return False, f"Not quite: the answer is “{q.options[q.answer]}”. {q.explanation}"
+
+
+def score(answers: dict[str, int | None]) -> int:
+    """Number of correct answers in {question_id: choice}; unanswered (None) counts as wrong."""
+    return sum(check(qid, choice)[0] for qid, choice in answers.items() if choice is not None)
+
+
+def live_facts(model_or_trace: Encoder | Trace) -> dict[str, Any]:
+    """Facts the quiz answers predict, read off a trace or (on 8 random tokens) off a model."""
+    if isinstance(model_or_trace, Trace):
+        trace = model_or_trace
+        cfg, attention, output, taps = trace.config, trace.attention, trace.output, trace.taps
+        seq = trace.seq_len
+    elif isinstance(model_or_trace, Encoder):
+        model, cfg = model_or_trace, model_or_trace.cfg
+        seq = min(8, cfg.max_len)
+        gen = torch.Generator().manual_seed(cfg.seed)
+        ids = torch.randint(0, cfg.vocab_size, (1, seq), generator=gen).to(next(model.parameters()).device)
+        with torch.inference_mode():
+            out, patterns, layer_taps = model(ids)
+        attention = torch.stack([p[0] for p in patterns]).float().cpu()  # (L, H, T, T)
+        output = out[0].float().cpu()
+        taps = [{k: v[0].float().cpu() for k, v in t.items()} for t in layer_taps]
+    else:
+        raise ValueError(f"live_facts needs an Encoder or a Trace, not {type(model_or_trace).__name__}.")
+    upper = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)  # keys to the right of the query
+    lower = torch.tril(torch.ones(seq, seq, dtype=torch.bool), diagonal=-1)
+    first = taps[0]
+    default = EncoderConfig()
+    return {
+        # attention / bidirectional: weight above the diagonal means no causal mask
+        "weight_right_of_diagonal": float(attention[..., upper].sum()) if seq > 1 else 0.0,
+        "weight_left_of_diagonal": float(attention[..., lower].sum()) if seq > 1 else 0.0,
+        "max_weight_right_of_diagonal": float(attention[..., upper].max()) if seq > 1 else 0.0,
+        # layers, ffn, layernorm: the defaults are the paper's base model
+        "default_num_layers": default.num_layers,
+        "default_ffn_ratio": default.d_ff / default.d_model,
+        "default_norm": default.norm,
+        "num_layers": cfg.num_layers,
+        "ffn_ratio": cfg.d_ff / cfg.d_model,
+        "ffn_hidden_width": int(first["ffn_hidden"].shape[-1]),
+        "norm": cfg.norm,
+        # residual: add1 is exactly the layer input plus the attention output (eval mode: dropout is identity)
+        "residual_error": float((first["add1"] - (first["input"] + first["attn"])).abs().max()),
+        # output: one d_model vector per input position
+        "seq_len": seq,
+        "output_shape": tuple(output.shape),
+        "d_model": cfg.d_model,
+    }

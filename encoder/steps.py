@@ -1,0 +1,152 @@
+"""layer_steps(config): the walk through one encoder layer's data flow, step by step, in the placement's order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import EncoderConfig
+
+DROPOUTS = ("drop1", "drop2")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stop on the walk: `key` is the diagram node to highlight, `tap` the tensor to show."""
+
+    key: str  # a tap name, or "drop1"/"drop2" (the dropout on the edge into add1/add2)
+    tap: str  # the tap whose (seq, width) tensor this step shows
+    title: str
+    text: str
+
+
+def _dropout(key: str, tap: str, which: str, add: str) -> Step:
+    return Step(
+        key,
+        tap,
+        f"Dropout on the {which} output",
+        f"During training, dropout zeroes a random fraction p of the {which} output and scales the rest by "
+        f"1/(1-p) before the residual add ({add}). In eval mode, as here, dropout is the identity, so the "
+        f"tensor shown is the {which} output itself.",
+    )
+
+
+def _input(layer_role: str) -> Step:
+    return Step(
+        "input",
+        "input",
+        "Layer input",
+        f"One d_model-wide vector per token: the embeddings plus positional encoding in layer 0, otherwise "
+        f"the previous layer's output. It feeds {layer_role} and is also carried around it by the residual connection.",
+    )
+
+
+_ATTN = (
+    "Multi-head self-attention: every token's query is compared with the keys of all tokens (no mask, so "
+    "it sees left and right), softmax(QK^T / sqrt(d_head)) weights the values, and W_O mixes the heads."
+)
+_FFN_HIDDEN = (
+    "The first FFN matrix W1 widens each token's vector from d_model to d_ff (usually 4x) and the activation "
+    "(ReLU or GELU) zeroes or squashes negative parts. Each position is processed on its own."
+)
+_FFN = "The second FFN matrix W2 projects the d_ff-wide hidden vector back to d_model, again token by token."
+
+
+def _post() -> list[Step]:
+    return [
+        _input("self-attention directly"),
+        Step("attn", "attn", "Self-attention", _ATTN),
+        _dropout("drop1", "attn", "attention", "add1"),
+        Step(
+            "add1",
+            "add1",
+            "Residual add 1",
+            "The layer input is added to the attention output: x + Dropout(MHA(x)). The skip path lets "
+            "gradients flow straight through and keeps what the token already knew.",
+        ),
+        Step(
+            "norm1",
+            "norm1",
+            "LayerNorm 1 (Add & Norm)",
+            "Post-LN, as in the original paper: the sum is normalised per token to zero mean and unit variance, "
+            "then scaled and shifted. This normalised tensor feeds the FFN and its residual path.",
+        ),
+        Step("ffn_hidden", "ffn_hidden", "FFN hidden layer", _FFN_HIDDEN),
+        Step("ffn", "ffn", "FFN output", _FFN),
+        _dropout("drop2", "ffn", "FFN", "add2"),
+        Step(
+            "add2",
+            "add2",
+            "Residual add 2",
+            "The FFN's input (the output of LayerNorm 1) is added back to the FFN output: the second residual connection.",
+        ),
+        Step(
+            "norm2",
+            "norm2",
+            "LayerNorm 2 (Add & Norm)",
+            "The second LayerNorm sits after the add, on the main path, so every layer's output is normalised; "
+            "this placement makes deep stacks sensitive to the learning rate early in training.",
+        ),
+        Step(
+            "output",
+            "output",
+            "Layer output",
+            "In Post-LN the output is the result of LayerNorm 2: one contextual vector per token, the input "
+            "of the next identical layer.",
+        ),
+    ]
+
+
+def _pre() -> list[Step]:
+    return [
+        _input("LayerNorm 1"),
+        Step(
+            "norm1",
+            "norm1",
+            "LayerNorm 1 (before attention)",
+            "Pre-LN: the input is normalised per token before it enters the sub-layer; the residual path "
+            "keeps the unnormalised input.",
+        ),
+        Step("attn", "attn", "Self-attention", _ATTN + " Here it reads the normalised input."),
+        _dropout("drop1", "attn", "attention", "add1"),
+        Step(
+            "add1",
+            "add1",
+            "Residual add 1",
+            "x + Dropout(MHA(LN(x))): the attention result is added to the raw layer input, so the residual "
+            "stream is never normalised inside the layer.",
+        ),
+        Step(
+            "norm2",
+            "norm2",
+            "LayerNorm 2 (before the FFN)",
+            "The residual stream is normalised again, this time as the FFN's input only.",
+        ),
+        Step("ffn_hidden", "ffn_hidden", "FFN hidden layer", _FFN_HIDDEN),
+        Step("ffn", "ffn", "FFN output", _FFN),
+        _dropout("drop2", "ffn", "FFN", "add2"),
+        Step(
+            "add2",
+            "add2",
+            "Residual add 2",
+            "The FFN output is added to the residual stream (add1). With no LayerNorm on the main path, "
+            "gradients reach early layers undisturbed, which is why Pre-LN trains stably without warm-up.",
+        ),
+        Step(
+            "output",
+            "output",
+            "Layer output",
+            "In Pre-LN the output is the sum from residual add 2, not normalised; its size tends to grow "
+            "with depth, which is why Pre-LN stacks usually end with a final LayerNorm.",
+        ),
+    ]
+
+
+def layer_steps(config: EncoderConfig) -> list[Step]:
+    """The ordered steps through one layer for config.norm ("post" or "pre"), dropouts included."""
+    if config.norm == "post":
+        steps = _post()
+    elif config.norm == "pre":
+        steps = _pre()
+    else:  # EncoderConfig validates norm; this guards hand-made configs
+        raise ValueError(f"norm={config.norm!r} is not supported; choose 'post' or 'pre'.")
+    return steps
