@@ -185,11 +185,12 @@ class Encoder(nn.Module):
     @torch.no_grad()
     def init_weights(self, gen: torch.Generator) -> None:
         """Xavier-uniform linear weights, zero biases, unit LayerNorms, N(0, 1) embeddings; all from `gen`."""
+        qkv = {id(layer.attn.qkv) for layer in self.layers}  # by identity: d_ff = 3 * d_model has the same shape
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 fan_out, fan_in = module.weight.shape
                 bound = math.sqrt(6.0 / (fan_in + fan_out))
-                if fan_out == 3 * fan_in:  # qkv: Xavier per projection, as if W_Q, W_K, W_V were separate
+                if id(module) in qkv:  # Xavier per projection, as if W_Q, W_K, W_V were separate matrices
                     bound = math.sqrt(6.0 / (2 * fan_in))
                 module.weight.copy_(torch.rand(module.weight.shape, generator=gen) * 2 * bound - bound)
                 module.bias.zero_()
