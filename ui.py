@@ -17,7 +17,7 @@ import encoder
 from encoder import settings
 from encoder.checkpoints import checkpoint_dir, list_checkpoints
 from encoder.compare import variant
-from encoder.resources import check_budget
+from encoder.resources import check_budget, run_with_cpu_fallback
 from encoder.tokenizer import INSTALL_HINT, pretrained_available  # noqa: F401 (INSTALL_HINT: for app.py)
 
 PAGE_KEY = "frame"
@@ -89,7 +89,7 @@ def get_model(model_key: str, device: str) -> encoder.Encoder:
 @st.cache_resource(max_entries=16, show_spinner="Running the encoder…")
 def get_trace(model_key: str, device: str, text: str, train: bool) -> encoder.Trace:
     """One forward pass per (model, device, sentence, mode); layer/head changes reuse it."""
-    return encoder.run(get_model(model_key, device), text, train=train)
+    return run_with_cpu_fallback(lambda dev: get_model(model_key, dev), device, text, train)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Callable
+
+import torch
 
 from .config import EncoderConfig
+from .model import Encoder
+from .trace import Trace, run
 
 BUDGET_ENV = "ENCODER_EXPLORER_MEMORY_MB"
 DEFAULT_BUDGET_MB = 1536  # one model + trace; sized so a 2-core / 8 GB machine holds a few in its caches
@@ -60,3 +66,19 @@ def check_budget(cfg: EncoderConfig, seq: int | None = None) -> dict[str, int]:
 
 def _mb(n: int) -> str:
     return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+
+
+def run_with_cpu_fallback(load: Callable[[str], Encoder], device: str, text: str, train: bool = False) -> Trace:
+    """run() on `device`; if the GPU runs out of memory, run on the CPU instead and say so in trace.notice.
+
+    `load(device)` returns the (cached) model for a device, so the CPU copy is built only when needed.
+    """
+    try:
+        return run(load(device), text, train=train)
+    except torch.cuda.OutOfMemoryError:
+        if device == "cpu":
+            raise
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        trace = run(load("cpu"), text, train=train)
+        return dataclasses.replace(trace, notice=f"The {device} device ran out of memory for this input; it ran on the CPU.")

@@ -1,6 +1,7 @@
 """The memory guard: the estimate matches the real model, and over-budget configs are refused with the estimate."""
 
 import pytest
+import torch
 
 from encoder import EncoderConfig, build_model, resources, run
 from encoder.config import pretrained_config
@@ -40,3 +41,19 @@ def test_budget_refuses_big_models_with_the_estimate(monkeypatch):
 
 def test_the_benchmark_model_fits_the_default_budget():
     resources.check_budget(EncoderConfig(d_model=1024, num_heads=16, d_ff=4096, num_layers=12))
+
+
+def test_gpu_out_of_memory_falls_back_to_the_cpu_with_a_notice():
+    cpu_model = build_model(EncoderConfig(d_model=32, num_heads=4, d_ff=64, num_layers=1))
+    asked = []
+
+    def load(device: str):
+        asked.append(device)
+        if device != "cpu":  # this machine has no GPU: stand in for one whose memory is full
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return cpu_model
+
+    trace = resources.run_with_cpu_fallback(load, "cuda", "falls back")
+    assert asked == ["cuda", "cpu"] and trace.device == "cpu" and "ran on the CPU" in trace.notice
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        resources.run_with_cpu_fallback(lambda d: (_ for _ in ()).throw(torch.cuda.OutOfMemoryError("x")), "cpu", "a")
