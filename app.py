@@ -89,7 +89,7 @@ if ss["present"]:
     st.html("<style>html, body, [class*='st-'] {font-size: 1.15rem;} .stCaption {display: none;}</style>")
 
 for problem in ss.pop("_url_problems", []):
-    st.warning(problem, icon=":material/link_off:")
+    st.warning(ui.literal(problem), icon=":material/link_off:")
 
 st.title("Encoder Explorer")
 
@@ -118,7 +118,7 @@ try:
         st.info(problem, icon=":material/edit:")
 except ValueError as err:
     problem = str(err)
-    st.error(problem, icon=":material/error:")
+    st.error(ui.literal(problem), icon=":material/error:")
 except (RuntimeError, MemoryError) as err:
     problem = f"The encoder could not run this input ({type(err).__name__}). Try a shorter sentence or a smaller model."
     st.error(problem, icon=":material/error:")

@@ -128,6 +128,18 @@ def need_trace() -> tuple[Frame, encoder.Trace]:
     return fr, fr.trace
 
 
+def literal(text: str) -> str:
+    """Text that Streamlit's Markdown shows as typed: every ASCII punctuation mark backslash-escaped.
+
+    Messages that quote a URL value or a model name go through this, so `**x**` or `[a](javascript:...)`
+    in a link stays text (and `:smile:` is no emoji shortcode).
+    """
+    return "".join("\\" + c if c in _PUNCTUATION else c for c in text)
+
+
+_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
 def caption(text: str) -> None:
     """An explanatory caption; hidden in presentation mode for clean slides."""
     if not frame().present:

@@ -42,7 +42,7 @@ with right:
     m1, m2, m3 = st.columns(3)
     m1.metric("Parameters", f"{params['total'] / 1e6:.2f} M")
     m2.metric("Per layer", f"{params['per_layer'] / 1e6:.2f} M")
-    m3.metric(f"GFLOPs, {seq} tokens", f"{ops['total'] / 1e9:.2f}")
+    m3.metric(f"FLOPs, {seq} tokens", f"{ops['total'] / 1e9:.2f} G" if ops["total"] >= 1e8 else f"{ops['total'] / 1e6:.1f} M")
     one = cost.param_counts(cfg).query("block == 'layer 0'")[["part", "params"]]
     work = cost.flops(cfg, seq).query("block == 'layer 0'")[["part", "flops"]]
     st.dataframe(one, hide_index=True, width="stretch",
