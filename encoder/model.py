@@ -89,14 +89,20 @@ class MultiHeadSelfAttention(nn.Module):
         self.out = nn.Linear(cfg.d_model, cfg.d_model)  # W_O
         self.drop = Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, pad_mask: Tensor | None, gen: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-        """x (B, T, D), pad_mask (B, T) True at padding -> output (B, T, D), pattern (B, H, T, T)."""
+    def forward(
+        self, x: Tensor, pad_mask: Tensor | None, gen: torch.Generator | None = None, out: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """x (B, T, D), pad_mask (B, T) True at padding -> output (B, T, D), pattern (B, H, T, T).
+
+        `out`, if given, is a (B, H, T, T) tensor the pattern is written into (and returned as).
+        """
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.d_head).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, dh)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.d_head)  # (B, H, T, T)
+        # QK^T / sqrt(d_k) with the scale applied to Q: T*D multiplies instead of H*T*T, one pass less over the scores.
+        scores = torch.matmul(q * (1.0 / math.sqrt(self.d_head)), k.transpose(-2, -1), out=out)  # (B, H, T, T)
         if pad_mask is not None:
-            scores = scores.masked_fill(pad_mask[:, None, None, :], float("-inf"))
-        pattern = scores.softmax(dim=-1)  # each row sums to 1 over the keys
+            scores.masked_fill_(pad_mask[:, None, None, :], float("-inf"))
+        pattern = torch.softmax(scores, dim=-1, out=out)  # rows sum to 1 over the keys; with `out`, in place
         ctx = self.drop(pattern, gen) @ v  # (B, H, T, dh)
         ctx = ctx.transpose(1, 2).reshape(B, T, D)  # concat heads
         return self.out(ctx), pattern
@@ -109,7 +115,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.w1 = nn.Linear(cfg.d_model, cfg.d_ff)
         self.w2 = nn.Linear(cfg.d_ff, cfg.d_model)
-        self.act = F.relu if cfg.activation == "relu" else F.gelu
+        self.act = F.relu_ if cfg.activation == "relu" else F.gelu  # ReLU in place: the pre-activation is no tap
         self.drop = Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, gen: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
@@ -131,11 +137,18 @@ class EncoderLayer(nn.Module):
         self.drop2 = Dropout(cfg.dropout)
 
     def forward(
-        self, x: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None
+        self,
+        x: Tensor,
+        pad_mask: Tensor | None = None,
+        gen: torch.Generator | None = None,
+        pattern_out: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
-        """x (B, T, D) -> output (B, T, D), attention pattern (B, H, T, T), taps by name."""
+        """x (B, T, D) -> output (B, T, D), attention pattern (B, H, T, T), taps by name.
+
+        `pattern_out`, if given, is a (B, H, T, T) tensor the attention pattern is written into.
+        """
         if self.norm == "post":
-            attn, pattern = self.attn(x, pad_mask, gen)
+            attn, pattern = self.attn(x, pad_mask, gen, pattern_out)
             add1 = x + self.drop1(attn, gen)
             norm1 = self.ln1(add1)
             hidden, ffn = self.ffn(norm1, gen)
@@ -143,7 +156,7 @@ class EncoderLayer(nn.Module):
             out = norm2 = self.ln2(add2)
         else:
             norm1 = self.ln1(x)
-            attn, pattern = self.attn(norm1, pad_mask, gen)
+            attn, pattern = self.attn(norm1, pad_mask, gen, pattern_out)
             add1 = x + self.drop1(attn, gen)
             norm2 = self.ln2(add1)
             hidden, ffn = self.ffn(norm2, gen)
@@ -170,12 +183,20 @@ class Encoder(nn.Module):
         return self.forward_embedded(self.embed(ids, gen), pad_mask, gen)
 
     def forward_embedded(
-        self, x: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None
+        self,
+        x: Tensor,
+        pad_mask: Tensor | None = None,
+        gen: torch.Generator | None = None,
+        attention_out: Tensor | None = None,
     ) -> tuple[Tensor, list[Tensor], list[dict[str, Tensor]]]:
-        """The layer stack on already-embedded input x (B, T, D)."""
+        """The layer stack on already-embedded input x (B, T, D).
+
+        `attention_out`, if given, is a (num_layers, B, H, T, T) tensor; layer i writes its pattern into
+        attention_out[i], so a caller gets every layer's attention in one tensor without copying.
+        """
         patterns, taps = [], []
-        for layer in self.layers:
-            x, pattern, tap = layer(x, pad_mask, gen)
+        for i, layer in enumerate(self.layers):
+            x, pattern, tap = layer(x, pad_mask, gen, None if attention_out is None else attention_out[i])
             patterns.append(pattern)
             taps.append(tap)
         if self.final_ln is not None:
