@@ -109,6 +109,8 @@ def permutation_check(model: Encoder, text: str, seed: int, tol: float = 1e-4) -
     groups = _word_groups(enc.tokens[1:-1])
     order = _derangement_ish(len(groups), seed, [" ".join(enc.tokens[1 + i] for i in g) for g in groups])
     permutation = [0] + [1 + i for k in order for i in groups[k]] + [len(enc.ids) - 1]
+    if [enc.ids[i] for i in permutation] == enc.ids:
+        raise ValueError("There is nothing to shuffle: type a sentence with at least two different words.")
     result = permutation_check_ids(model, enc.ids, permutation, tol)
     return PermutationResult(
         tokens=list(enc.tokens),

@@ -45,6 +45,11 @@ def test_seeds_give_different_shuffles_and_the_same_seed_the_same():
     assert a.permutation == b.permutation != c.permutation
 
 
+def test_a_sentence_that_cannot_be_shuffled_is_refused():
+    with pytest.raises(ValueError, match="two different words"):
+        permutation_check(_model("sinusoidal"), "hello hello", seed=0)
+
+
 def test_ids_check_works_without_a_tokenizer_and_rejects_bad_permutations():
     m = build_model(EncoderConfig(**SMALL, positional="none", vocab_size=40, max_len=16), "cpu")
     ids = torch.randint(0, 40, (10,), generator=torch.Generator().manual_seed(0)).tolist()

@@ -1,10 +1,12 @@
 """Training stability: gradient norms at init (Xiong et al. 2020), the warm-up schedule, short training runs."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
+from encoder import build_model
 from encoder.stability import (
     GROUPS,
     RUN_LABELS,
@@ -12,6 +14,7 @@ from encoder.stability import (
     depth_trend,
     example_attention,
     grad_norms_at_init,
+    reversal_heads,
     reverse_batch,
     train_run,
     trained_trace,
@@ -117,3 +120,14 @@ def test_trained_model_opens_as_a_trace(pre_run):
     assert predicted == trace.token_ids[::-1]
     with pytest.raises(ValueError, match="tokens"):
         trained_trace(result, [99])
+
+
+def test_a_trained_head_attends_along_the_anti_diagonal(pre_run):
+    result, _ = pre_run
+    heads = reversal_heads(result)
+    assert len(heads) == 2 * 2 and list(heads.columns) == ["layer", "head", "anti_diagonal"]
+    assert heads["anti_diagonal"].is_monotonic_decreasing
+    assert heads["anti_diagonal"].iloc[0] > 0.5  # flat attention would give 1/8
+    # At initialisation the same measure is near 1/seq: the structure was learned.
+    untrained = dataclasses.replace(result, model=build_model(result.config, "cpu"))
+    assert reversal_heads(untrained)["anti_diagonal"].iloc[0] < 0.3
