@@ -1,0 +1,347 @@
+"""End to end in a real browser: `streamlit run app.py` driven by Playwright in Debian's Chromium.
+
+Run from the repo root: `python benchmarks/browser_bench.py` (about 4 minutes on 2 cores; `--runs 3` is quicker).
+Needs /usr/bin/chromium (or $CHROMIUM). Prints tables, then one JSON line with every figure and the machine.
+
+Measured (medians over --runs runs; the browser itself is started once, outside every timing):
+
+- cold start: from launching the server process to the first attention heatmap drawn in a fresh browser context
+  (default URL: pretrained model, the default sentence). Also: server healthy, and the app's script finished.
+- warm open: a new visitor (fresh context) opening the app on the already-warm server, to the heatmap drawn.
+- new sentence: the text area filled with a new sentence of ~12, 128 or 512 tokens, then Ctrl+Enter; timed from the
+  key press to the heatmap redrawn. The model is cached (warm), the sentence is new (one forward pass).
+- new head / new layer: a head picked in the "Head" select (timed from the click on the option) or the layer slider
+  moved one step with the keyboard (from the key press), to the heatmap redrawn. These rerun only the fragment.
+
+"Redrawn" is checked in the page, not inferred from Streamlit's running state: the plotly graph div's heatmap image
+(plotly paints the heatmap into an SVG <image>) must have a new `href` than before the action, and the div's data
+must show the new input (the new word at its position in the key axis, or "layer L, head H" in the title). The
+time until Streamlit reports the script finished ("ready") and the websocket bytes received are reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.server import launch, streamlit_server, wait_ready  # noqa: E402
+
+VIEWPORT = {"width": 1400, "height": 1000}
+TOKENS = (12, 128, 512)
+TIMEOUT_MS = 180_000
+TARGETS = {  # issue 5, seconds
+    "cold_start": 8.0,
+    "sentence_128": 1.0,
+    "sentence_512": 2.5,
+    "head": 0.3,
+    "layer": 0.3,
+}
+BODY = ("reads the long story to the class and every child hears each word with great care while the rain falls "
+        "on the old school roof").split()
+SUBJECTS = ("teacher student farmer doctor pilot writer singer baker painter driver lawyer nurse child mother father "
+            "king queen soldier player captain").split()
+
+CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
+# Installed in every page before the app loads: records each websocket message's arrival time and size in the page's
+# clock (performance.now(), 0 = navigation start), so a delay splits into server (until the chart's message
+# arrived) and browser (from its arrival to the heatmap painted).
+INSTRUMENT = """(() => {
+    const bench = window.__bench = {msgs: [], wsOpen: null, t0: 0, drawn: null, prev: null, armed: false};
+    for (const type of ['pointerdown', 'keydown']) {
+        document.addEventListener(type, () => {
+            if (bench.armed) { bench.t0 = performance.now(); bench.armed = false; }
+        }, true);
+    }
+    const Native = window.WebSocket;
+    window.WebSocket = class extends Native {
+        constructor(...args) {
+            super(...args);
+            this.addEventListener('open', () => { bench.wsOpen ??= performance.now(); });
+            this.addEventListener('message', (e) => {
+                const d = e.data;
+                bench.msgs.push([performance.now(), d.byteLength ?? d.size ?? d.length ?? 0]);
+            });
+        }
+    };
+})();"""
+REMEMBER = f"""() => {{
+    const im = document.querySelector('{CHART} g.hm image');
+    Object.assign(window.__bench, {{prev: im ? im.getAttribute('href') : null, t0: performance.now(), drawn: null,
+                                    armed: true}});
+}}"""
+REDRAWN = f"""([pos, word, title]) => {{
+    const gd = document.querySelector('{CHART}');
+    if (!gd || !gd.data || !gd.layout) return false;
+    const im = gd.querySelector('g.hm image');
+    if (!im || im.getAttribute('href') === window.__bench.prev) return false;
+    if (word !== null && !String(gd.data[0].x[pos] || '').startsWith(word + ' (')) return false;
+    if (title !== null && !String((gd.layout.title || {{}}).text || '').includes(title)) return false;
+    window.__bench.drawn ??= performance.now();
+    return true;
+}}"""
+FIRST_DRAWN = f"""() => {{
+    if (!document.querySelector('{CHART} g.hm image')) return false;
+    window.__bench.drawn ??= performance.now();
+    return true;
+}}"""
+# Page-side split of the last action: the chart's message is the largest one received before the heatmap was drawn.
+SPLIT = """() => {
+    const b = window.__bench;
+    const before = b.msgs.filter(([t]) => t >= b.t0 && t <= b.drawn);
+    const chart = before.reduce((best, m) => (m[1] > best[1] ? m : best), [b.drawn, 0]);
+    const after = b.msgs.filter(([t]) => t >= b.t0);
+    return {chart_at: (chart[0] - b.t0) / 1e3, drawn_at: (b.drawn - b.t0) / 1e3, chart_bytes: chart[1],
+            bytes: after.reduce((s, m) => s + m[1], 0), ws_open: b.wsOpen / 1e3};
+}"""
+
+
+def machine() -> dict:
+    import torch
+
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M %Z"), "loadavg_start": os.getloadavg()[0]}
+
+
+def sentence(n_tokens: int, variant: int) -> str:
+    """Text of n_tokens WordPiece tokens with [CLS]/[SEP] (every word is one token); the subject sits at position 2."""
+    words = ["the", SUBJECTS[variant % len(SUBJECTS)]]
+    i = 0
+    while len(words) < n_tokens - 2:
+        words.append(BODY[i % len(BODY)])
+        i += 1
+    return " ".join(words[: n_tokens - 2])
+
+
+def med(xs: list[float]) -> float:
+    return round(statistics.median(xs), 3)
+
+
+def act(page, action, pos=None, word=None, title=None) -> dict:
+    """Run `action`, wait for the heatmap redrawn, then for the script done.
+
+    In the page's clock, from the action's first pointerdown/keydown event: redrawn = until the heatmap was painted,
+    split into server (until the chart's websocket message arrived) and browser (from then until painted).
+    In Python's clock, from just before Playwright sends the input: e2e (to redrawn seen) and ready (script done);
+    these include Playwright's own overhead (CDP round trips, a click's actionability checks).
+    """
+    page.evaluate(REMEMBER)
+    t0 = action()
+    page.wait_for_function(REDRAWN, arg=[pos, word, title], polling="raf", timeout=TIMEOUT_MS)
+    t_draw = time.perf_counter() - t0
+    wait_ready(page, TIMEOUT_MS)
+    t_ready = time.perf_counter() - t0
+    page.wait_for_timeout(100)  # let the last messages of the run arrive before counting bytes
+    split = page.evaluate(SPLIT)
+    return {"redrawn": split["drawn_at"], "e2e": t_draw, "ready": t_ready, "bytes": split["bytes"],
+            "server": split["chart_at"], "browser": split["drawn_at"] - split["chart_at"], "chart_bytes": split["chart_bytes"]}
+
+
+def type_sentence(page, text: str):
+    box = page.locator("textarea").first
+    box.fill(text)
+
+    def fire() -> float:
+        t0 = time.perf_counter()
+        box.press("Control+Enter")
+        return t0
+
+    return fire
+
+
+def pick_head(page, head: int):
+    page.get_by_role("combobox", name="Head").click()
+    option = page.get_by_role("option", name=str(head), exact=True)
+    option.wait_for()
+
+    def fire() -> float:
+        t0 = time.perf_counter()
+        option.click()
+        return t0
+
+    return fire
+
+
+def step_layer(page, key: str):
+    thumb = page.locator('[data-testid="stSlider"]').filter(has_text="Layer").get_by_role("slider")
+    thumb.focus()
+
+    def fire() -> float:
+        t0 = time.perf_counter()
+        thumb.press(key)
+        return t0
+
+    return fire
+
+
+def current(page) -> tuple[int, int]:
+    """(layer, head) from the heatmap's title, e.g. "Attention, layer 3, head 1"."""
+    title = page.evaluate(f"() => document.querySelector('{CHART}').layout.title.text")
+    words = title.replace(",", " ").replace("<b>", " ").replace("</b>", " ").split()
+    return int(words[words.index("layer") + 1]), int(words[words.index("head") + 1])
+
+
+def new_page(browser):
+    context = browser.new_context(viewport=VIEWPORT)
+    context.add_init_script(INSTRUMENT)
+    return context, context.new_page()
+
+
+def cold_start(browser, runs: int):
+    """Fresh server process + fresh browser context, per run; the last server is handed back for the warm part.
+
+    The split, in seconds from process start: server healthy; the page's websocket open (front end loaded);
+    the chart's message arrived (the first script run: imports, model load, trace, figure); heatmap painted.
+    """
+    rows = []
+    for i in range(runs):
+        context, page = new_page(browser)
+        t0 = time.perf_counter()
+        server = streamlit_server(timeout=120)
+        url, _ = server.__enter__()
+        healthy = time.perf_counter() - t0
+        t_nav = time.perf_counter() - t0
+        page.goto(url)
+        page.wait_for_function(FIRST_DRAWN, polling="raf", timeout=TIMEOUT_MS)
+        drawn = time.perf_counter() - t0
+        wait_ready(page, TIMEOUT_MS)
+        ready = time.perf_counter() - t0
+        split = page.evaluate(SPLIT)  # t0 = 0: the page's navigation start
+        rows.append({"healthy": healthy, "ws_open": t_nav + split["ws_open"], "chart_msg": t_nav + split["chart_at"],
+                     "heatmap": drawn, "ready": ready, "bytes": split["bytes"]})
+        if i < runs - 1:
+            context.close()
+            server.__exit__(None, None, None)
+    return rows, server, url, context
+
+
+def summarise(rs: list[dict]) -> dict:
+    return {"redrawn": med([r["redrawn"] for r in rs]), "min": round(min(r["redrawn"] for r in rs), 3),
+            "server": med([r["server"] for r in rs]), "browser": med([r["browser"] for r in rs]),
+            "e2e": med([r["e2e"] for r in rs]), "ready": med([r["ready"] for r in rs]),
+            "bytes": int(statistics.median(r["bytes"] for r in rs))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median reported)")
+    args = parser.parse_args()
+    if not 1 <= args.runs <= 15:
+        parser.error("--runs must be 1..15 (each new sentence must differ from the ones before it)")
+    t_start = time.perf_counter()
+    info = machine()
+    out: dict = {"benchmark": "browser", "machine": info, "runs": args.runs}
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        cold, server, url, context = cold_start(browser, args.runs)
+        try:
+            out["cold"] = cold
+            context.close()
+
+            opens = []
+            for _ in range(args.runs):
+                ctx, page = new_page(browser)
+                t0 = time.perf_counter()
+                page.goto(url)
+                page.wait_for_function(FIRST_DRAWN, polling="raf", timeout=TIMEOUT_MS)
+                drawn = time.perf_counter() - t0
+                wait_ready(page, TIMEOUT_MS)
+                split = page.evaluate(SPLIT)
+                opens.append({"ws_open": split["ws_open"], "chart_msg": split["chart_at"], "heatmap": drawn,
+                              "bytes": split["bytes"]})
+                ctx.close()
+            out["warm_open"] = opens
+
+            ctx, page = new_page(browser)
+            page.goto(url)
+            page.wait_for_function(FIRST_DRAWN, polling="raf", timeout=TIMEOUT_MS)
+            wait_ready(page, TIMEOUT_MS)
+            out["interactive"] = []
+            variant = 0
+            for n in TOKENS:
+                variant += 1  # first sentence of this length: untimed
+                act(page, type_sentence(page, sentence(n, variant)), pos=2, word=SUBJECTS[variant % len(SUBJECTS)])
+                row: dict = {"tokens": n, "sentence": [], "head": [], "layer": []}
+                for _ in range(args.runs):
+                    variant += 1
+                    row["sentence"].append(act(page, type_sentence(page, sentence(n, variant)), pos=2,
+                                               word=SUBJECTS[variant % len(SUBJECTS)]))
+                for _ in range(args.runs):
+                    layer, head = current(page)
+                    new = (head + 1) % 12
+                    row["head"].append(act(page, pick_head(page, new), title=f"layer {layer}, head {new}"))
+                for _ in range(args.runs):
+                    layer, head = current(page)
+                    key, new = ("ArrowRight", layer + 1) if layer < 5 else ("ArrowLeft", layer - 1)
+                    row["layer"].append(act(page, step_layer(page, key), title=f"layer {new}, head {head}"))
+                out["interactive"].append(row)
+            ctx.close()
+        finally:
+            server.__exit__(None, None, None)
+            browser.close()
+
+    info["loadavg_end"] = os.getloadavg()[0]
+    print(f"machine: {info['cpu']}, {info['cores']} cores, torch {info['torch']}, Chromium headless, {info['date']}; "
+          f"load average {info['loadavg_start']:.1f} at start, {info['loadavg_end']:.1f} at end")
+    c = out["cold"]
+    summary = {f"cold_{k}_s": med([r[k] for r in c]) for k in ("healthy", "ws_open", "chart_msg", "heatmap", "ready")}
+    summary.update({f"open_{k}_s": med([r[k] for r in out["warm_open"]]) for k in ("ws_open", "chart_msg", "heatmap")})
+    print(f"\ncold start, seconds from `streamlit run` process start (median of {len(c)}; target: heatmap <= "
+          f"{TARGETS['cold_start']:g} s)")
+    print(f"  server healthy {summary['cold_healthy_s']:.2f} | page websocket open {summary['cold_ws_open_s']:.2f} | "
+          f"chart message in {summary['cold_chart_msg_s']:.2f} | heatmap drawn {summary['cold_heatmap_s']:.2f} | "
+          f"script done {summary['cold_ready_s']:.2f}   (heatmap per run: {', '.join(format(r['heatmap'], '.1f') for r in c)})")
+    print(f"warm open, a new visitor on the warm server, s from navigation: websocket open {summary['open_ws_open_s']:.2f} | "
+          f"chart message in {summary['open_chart_msg_s']:.2f} | heatmap drawn {summary['open_heatmap_s']:.2f}")
+    print("\nwarm interactions, pretrained model (median s). redrawn = input event -> heatmap painted = server (until the "
+          "chart's message arrived) + browser;\ne2e = the same seen from Playwright; ready = until the script finished; "
+          "ws bytes = received on the websocket until ready")
+    head = (f"{'action':<13} {'tokens':>6} {'redrawn':>8} {'min':>6} {'server':>7} {'browser':>8} {'e2e':>6} {'ready':>6} "
+            f"{'ws bytes':>10}  target")
+    print(head)
+    print("-" * (len(head) + 14))
+    for row in out["interactive"]:
+        n = row["tokens"]
+        for kind in ("sentence", "head", "layer"):
+            s = summary[f"{kind}_{n}"] = summarise(row[kind])
+            target = TARGETS.get(f"{kind}_{n}", TARGETS.get(kind))
+            verdict = "" if target is None else f"<= {target:g} s: {'met' if s['redrawn'] <= target else 'MISSED'}"
+            print(f"{'new ' + kind:<13} {n:>6} {s['redrawn']:>8.3f} {s['min']:>6.3f} {s['server']:>7.3f} "
+                  f"{s['browser']:>8.3f} {s['e2e']:>6.3f} {s['ready']:>6.3f} {s['bytes']:>10,}  {verdict}")
+    targets = {
+        "cold_start_s": {"target": TARGETS["cold_start"], "measured": summary["cold_heatmap_s"]},
+        "sentence_128_s": {"target": TARGETS["sentence_128"], "measured": summary["sentence_128"]["redrawn"]},
+        "sentence_512_s": {"target": TARGETS["sentence_512"], "measured": summary["sentence_512"]["redrawn"]},
+        **{f"{kind}_{n}_s": {"target": TARGETS[kind], "measured": summary[f"{kind}_{n}"]["redrawn"]}
+           for kind in ("head", "layer") for n in TOKENS},
+    }
+    for t in targets.values():
+        t["met"] = t["measured"] <= t["target"]
+    print("\ntargets: " + "; ".join(f"{k} {v['measured']:.2f} (<= {v['target']:g}: {'met' if v['met'] else 'MISSED'})"
+                                    for k, v in targets.items()))
+    out["summary"], out["targets"] = summary, targets
+    out["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+    print(f"total {out['elapsed_s']:.0f} s")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
