@@ -130,4 +130,4 @@ def test_a_trained_head_attends_along_the_anti_diagonal(pre_run):
     assert heads["anti_diagonal"].iloc[0] > 0.5  # flat attention would give 1/8
     # At initialisation the same measure is near 1/seq: the structure was learned.
     untrained = dataclasses.replace(result, model=build_model(result.config, "cpu"))
-    assert reversal_heads(untrained)["anti_diagonal"].iloc[0] < 0.3
+    assert reversal_heads(untrained)["anti_diagonal"].iloc[0] < 0.35  # measured 0.20
