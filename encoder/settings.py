@@ -119,7 +119,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("step", 0, int, None, 0, 30),
         Setting("depth", 12, int, (2, 4, 6, 12, 24)),
         Setting("lr", 0.003, float, LR_OPTIONS),
-        Setting("train_steps", 300, int, (50, 100, 200, 300, 500)),
+        Setting("train_steps", 200, int, (50, 100, 200, 300, 500)),  # stability.STEPS
         Setting("train_layers", 6, int, (2, 4, 6)),
     )
 }

@@ -49,7 +49,8 @@ store = ui.training_store()
 key = (lr, steps, layers)
 runs = store["runs"].get(key)
 if runs is None:
-    st.info("These runs have not been trained on this server yet (about 20 s each for 6 layers on a 2-core CPU). "
+    st.info("These runs have not been trained on this server yet (about 30 s for all three with the defaults "
+            "on a quiet 2-core CPU). "
             "Once trained, everyone who opens this page sees them at once.")
     if st.button("Train the three models", icon=":material/model_training:", type="primary"):
         bar = st.progress(0.0, text="Training…")
