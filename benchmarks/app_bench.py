@@ -70,18 +70,19 @@ BODY = ("reads the long story to the class and every child hears each word with 
 SUBJECTS = ("teacher student farmer doctor pilot writer singer baker painter driver lawyer nurse child mother "
             "father king queen soldier player captain").split()
 
-FORWARDS = [0]  # forward passes since the last reset: encoder.run is wrapped below
+FORWARDS = [0]  # forward passes since the last reset: Encoder.forward_embedded is wrapped below
 CPU = [0.0]  # process CPU seconds (all threads) of the last timed rerun
 
 
 def _count_forwards() -> None:
-    original = encoder.run
+    """Count forward passes at the model's class, however the app reaches encoder.run (directly or via a helper)."""
+    original = encoder.Encoder.forward_embedded
 
-    def counted(*args, **kwargs):
+    def counted(self, *args, **kwargs):
         FORWARDS[0] += 1
-        return original(*args, **kwargs)
+        return original(self, *args, **kwargs)
 
-    encoder.run = counted  # ui.get_trace looks encoder.run up at call time
+    encoder.Encoder.forward_embedded = counted
 
 
 def machine() -> dict:
