@@ -57,7 +57,8 @@ if runs is None:
         with store["lock"]:
             runs = store["runs"].get(key)
             if runs is None:
-                runs = stability.compare_runs(lr=lr, steps=steps, num_layers=layers,
+                # Warm-up over at most half the run, so short runs still reach the peak learning rate.
+                runs = stability.compare_runs(lr=lr, steps=steps, num_layers=layers, warmup_steps=min(100, steps // 2),
                                               progress=lambda f: bar.progress(min(f, 1.0), text=f"Training… {f:.0%}"))
                 store["runs"][key] = runs
         bar.empty()
@@ -70,13 +71,16 @@ if runs is not None:
                                 "learned": "yes" if r.learned else "no", "seconds": round(r.seconds, 1)}
                                for name, r in runs.items()]), hide_index=True, width="stretch")
     st.subheader("Attention of a trained model")
-    ui.caption("To reverse the sequence, position i must read position 15 − i: after training, heads in the later "
-               "layers attend along the anti-diagonal, where the random-init maps were flat.")
+    ui.caption("To reverse the sequence, position i must read position 15 − i: after training, some heads of the "
+               "first layers attend along the anti-diagonal, where the random-init maps were flat. The view opens on "
+               "the head that does it most.")
     c = st.columns(3)
     name = c[0].selectbox("Run", list(runs))
     trained = stability.trained_trace(runs[name])
-    layer = c[1].slider("Layer of the trained model", 0, trained.num_layers - 1, trained.num_layers - 1)
-    head = c[2].selectbox("Head of the trained model", range(trained.num_heads))
+    best = stability.reversal_heads(runs[name]).iloc[0]
+    layer = c[1].slider("Layer of the trained model", 0, trained.num_layers - 1, int(best["layer"]), key=f"tl_{name}")
+    head = c[2].selectbox("Head of the trained model", range(trained.num_heads), index=int(best["head"]),
+                          key=f"th_{name}")
     st.plotly_chart(figures.attention_heatmap(trained, layer, head, presentation=fr.present),
                     config=figures.png_config(f"trained-attention-L{layer}-H{head}"))
 ui.sync_url()
