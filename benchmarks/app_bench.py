@@ -23,6 +23,9 @@ payloads (CSV and JSON) that the "One head" view prepares on every run.
 Payload: the size of the plotly specs (sum of len(spec) over the page's plotly charts) for the three views of the
 Attention page, including the worst case of 12 layers x 12 heads at 512 tokens (d_model 768, d_ff 3072).
 Target (issue 5): <= 3 MB.
+
+OpenMP settings in the environment (e.g. OMP_WAIT_POLICY=PASSIVE) change the timings and are printed with the
+machine; they must be set before torch is imported. See benchmarks/RESULTS-app.md.
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ def _count_forwards() -> None:
     encoder.Encoder.forward_embedded = counted
 
 
+THREAD_ENV = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL_NUM_THREADS")  # reported: they change the timings
+
+
 def machine() -> dict:
     cpu = platform.processor() or "unknown"
     try:
@@ -98,7 +104,8 @@ def machine() -> dict:
 
     return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "python": platform.python_version(), "streamlit": st.__version__, "plotly": plotly.__version__,
-            "date": time.strftime("%Y-%m-%d %H:%M %Z"), "loadavg_start": round(os.getloadavg()[0], 2)}
+            "date": time.strftime("%Y-%m-%d %H:%M %Z"), "loadavg_start": round(os.getloadavg()[0], 2),
+            "env": {k: os.environ[k] for k in THREAD_ENV if k in os.environ}}
 
 
 def sentence(n_tokens: int, variant: int = 0) -> str:
@@ -297,7 +304,8 @@ def main() -> None:
 
     print(f"machine: {info['cpu']}, {info['cores']} cores, torch {info['torch']} ({info['threads']} threads), "
           f"streamlit {info['streamlit']}, plotly {info['plotly']}, {info['date']}; load average {info['loadavg_start']:.1f} "
-          f"at start, {info['loadavg_end']:.1f} at end (other processes share these cores: compare min and CPU below)")
+          f"at start, {info['loadavg_end']:.1f} at end (other processes share these cores: compare min and CPU below); "
+          f"OpenMP env {info['env'] or 'default'}")
     print(f"first AppTest run in this process (torch already imported; page imports + model load + page): {first_run:.1f} s\n")
     print("Server-side rerun time (AppTest, whole script = frame + page; median ms; 'config' = cached model, new trace)")
     head = (f"{'case':<22} {'tok':>4} {'cold':>7} {'idle':>6} {'sentence':>9} {'head':>6} {'layer':>6} "
