@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-import streamlit as st
+import os
+
+# Before torch is imported: idle OpenMP threads sleep instead of spinning, so sessions sharing 2 cores don't stall
+# each other (benchmarks/RESULTS-app.md: a 128-token forward on busy cores went from 1457 ms to 87 ms).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import streamlit as st  # noqa: E402
 
 import ui
 from encoder import settings

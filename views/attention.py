@@ -42,9 +42,9 @@ def attention_view() -> None:
     ui.caption("Each row is one query token and shows softmax(QKᵀ/√d_k): how much it draws from each key token. "
                "Every row sums to 1. The camera button in the chart's toolbar saves a high-resolution PNG.")
     d1, d2, _ = st.columns([1, 1, 4])
-    d1.download_button("Download CSV", figures.attention_table(trace, layer, head_sel).to_csv(index=False),
+    d1.download_button("Download CSV", lambda: figures.attention_table(trace, layer, head_sel).to_csv(index=False),
                        file_name=f"{name}.csv", mime="text/csv", icon=":material/download:")
-    d2.download_button("Download JSON", figures.attention_json(trace, layer, head_sel),
+    d2.download_button("Download JSON", lambda: figures.attention_json(trace, layer, head_sel),
                        file_name=f"{name}.json", mime="application/json", icon=":material/download:")
     ui.sync_url()
 
