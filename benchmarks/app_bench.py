@@ -51,6 +51,7 @@ import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import encoder  # noqa: E402
+from benchmarks.machine import cpu_name  # noqa: E402
 from encoder import figures  # noqa: E402
 from encoder.tokenizer import encode  # noqa: E402
 
@@ -92,14 +93,7 @@ THREAD_ENV = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL_NUM_T
 
 
 def machine() -> dict:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     import plotly
 
     return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),

@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from benchmarks.machine import cpu_name  # noqa: E402
 from tests.server import launch, streamlit_server, wait_ready  # noqa: E402
 
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -117,14 +118,7 @@ THREAD_ENV = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "MKL_NUM_T
 def machine() -> dict:
     import torch
 
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__, "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d %H:%M %Z"), "loadavg_start": os.getloadavg()[0],
             "env": {k: os.environ[k] for k in THREAD_ENV if k in os.environ}}

@@ -26,6 +26,7 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import encoder  # noqa: E402
+from benchmarks.machine import cpu_name  # noqa: E402
 from encoder.tokenizer import encode  # noqa: E402
 
 SEQS = (16, 128, 512)
@@ -40,14 +41,7 @@ clock = time.perf_counter
 
 
 def machine() -> dict:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_name()
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
