@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 
 from .config import EncoderConfig
+from .cost import param_summary
 from .model import Encoder
 from .trace import Trace, run
 
@@ -19,11 +20,7 @@ FLOAT_BYTES = 4
 
 def param_count(cfg: EncoderConfig) -> int:
     """Number of parameters of build_model(cfg)."""
-    d, f = cfg.d_model, cfg.d_ff
-    per_layer = (3 * d * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d) + 4 * d
-    emb = cfg.vocab_size * d + (cfg.max_len * d if cfg.positional == "learned" else 0)
-    emb += cfg.type_vocab_size * d + (2 * d if cfg.embed_norm else 0)
-    return emb + cfg.num_layers * per_layer + (2 * d if cfg.final_norm else 0)
+    return param_summary(cfg)["total"]
 
 
 def trace_floats(cfg: EncoderConfig, seq: int) -> int:
