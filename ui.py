@@ -18,7 +18,7 @@ from encoder import settings
 from encoder.checkpoints import checkpoint_dir, list_checkpoints
 from encoder.compare import variant
 from encoder.resources import check_budget, run_with_cpu_fallback
-from encoder.tokenizer import INSTALL_HINT, pretrained_available  # noqa: F401 (INSTALL_HINT: for app.py)
+from encoder.tokenizer import pretrained_available
 
 PAGE_KEY = "frame"
 
