@@ -89,7 +89,10 @@ def load_pretrained(folder: str | Path | None = None, device: str | torch.device
         raise ValueError(
             f"model.safetensors has more layers than config.json's num_hidden_layers={cfg.num_layers}; fix config.json."
         )
-    with torch.device("meta"):
+    # Built on the CPU, not the meta device: meta's init goes through torch._refs, which imports torch._dynamo
+    # (1.2-1.7 s of cold start; benchmarks/RESULTS-app.md). The random init is overwritten below, and fork_rng
+    # keeps it from moving the caller's global RNG.
+    with torch.random.fork_rng(devices=[]):
         model = Encoder(cfg)
     expected = model.state_dict()
     for name, tensor in state.items():

@@ -177,6 +177,15 @@ def edited_config(src: Path, dst: Path, **changes) -> Path:
     return dst
 
 
+def test_loading_leaves_the_global_rng_alone(folder):
+    """The throwaway random init before the weights arrive must not shift a caller's seeded experiment."""
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    load_pretrained(folder)
+    assert torch.equal(torch.rand(4), expected)
+
+
 def test_linked_copy_of_the_real_folder_loads(tmp_path, folder):
     model = load_pretrained(linked_copy(folder, tmp_path / "copy"))
     assert model.cfg.d_model == 384
