@@ -6,6 +6,7 @@ hover text, so '<', '>' and '&' become entities, which it shows literally. Large
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -14,7 +15,9 @@ import unicodedata
 
 import numpy as np
 import pandas as pd
+import plotly.colors
 import plotly.graph_objects as go
+import plotly.io as pio
 from torch import Tensor
 
 from .diagram import flow_order, printable
@@ -52,20 +55,47 @@ def export_name(trace: Trace, *parts: object) -> str:
     return safe_filename("_".join(p for p in [*(safe_filename(str(p), 30) for p in parts), "-".join(words)] if p))
 
 
-def _style(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", height: int | None = None) -> go.Figure:
+@functools.cache
+def _white() -> dict:
+    """The plotly_white template as a plain dict, resolved once (plotly validates a named template per figure)."""
+    return pio.templates["plotly_white"].to_plotly_json()
+
+
+@functools.cache
+def _scale(name: str) -> list[list]:
+    """A named plotly.py colour scale as explicit stops (plotly.js's own scale of the same name can differ)."""
+    return plotly.colors.get_colorscale(name)
+
+
+def _layout(title: str, presentation: bool, subtitle: str = "", height: int | None = None) -> dict:
     """Common look: white template, large fonts (larger still for a projector), title and optional subtitle."""
     size = 20 if presentation else 15
-    fig.update_layout(
-        template="plotly_white",
+    layout = dict(
+        template=_white(),
         font=dict(family=FONT, size=size),
         title=dict(text=title, font=dict(size=size + 6), x=0, xanchor="left",
                    subtitle=dict(text=subtitle, font=dict(size=size - 1, color="#495057"))),
         margin=dict(l=10, r=10, t=100 if subtitle else 70, b=10),
-        hoverlabel=dict(font_size=size),
+        hoverlabel=dict(font=dict(size=size)),
     )
     if height:
-        fig.update_layout(height=int(height * (1.2 if presentation else 1)))
+        layout["height"] = int(height * (1.2 if presentation else 1))
+    return layout
+
+
+def _style(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", height: int | None = None) -> go.Figure:
+    fig.update_layout(**_layout(title, presentation, subtitle, height))
     return fig
+
+
+def _quick(data: list[dict], layout: dict) -> go.Figure:
+    """A figure from plain dicts, skipping plotly.py's per-property validation.
+
+    The attention views redraw on every layer/head click; validation cost 25-60 ms of each (most of it copying the
+    template), and the click's whole budget is 300 ms. Every property must therefore be written in its full form
+    (title=dict(text=...), explicit colour stops); tests/test_figures.py checks these figures against validated ones.
+    """
+    return go.Figure(data=data, layout=layout, _validate=False)
 
 
 def _sentence(trace: Trace) -> str:
@@ -143,26 +173,43 @@ def attention_heatmap(
     w, pos = _pattern(trace, layer, head, hide_special)
     cats = _categories(trace.tokens, pos)
     note = "" if len(pos) == trace.seq_len else " ([CLS]/[SEP] hidden; rows not renormalised)"
-    fig = go.Figure(go.Heatmap(
-        z=w, x=cats, y=cats, zmin=0, zmax=1, colorscale=ATTENTION_SCALE, xgap=1 if len(pos) <= 40 else 0,
-        ygap=1 if len(pos) <= 40 else 0, colorbar=dict(title="weight", thickness=18),
+    gap = 1 if len(pos) <= 40 else 0
+    heatmap = dict(
+        type="heatmap", z=w, x=cats, y=cats, zmin=0, zmax=1, colorscale=_scale(ATTENTION_SCALE), xgap=gap, ygap=gap,
+        colorbar=dict(title=dict(text="weight"), thickness=18),
         hovertemplate="%{y} → %{x}: %{z:.3f}" + note + "<extra></extra>",
-    ))
+    )
     who = f"head {head}" if head is not None else f"average of {trace.num_heads} heads"
-    _style(fig, f"Attention, layer {layer}, {who}{note}", presentation, _sentence(trace), height=720)
-    fig.update_xaxes(title="key (attended to)", tickangle=-45, constrain="domain",
-                     **_token_axis(cats, trace.tokens, pos, presentation))
-    fig.update_yaxes(title="query (attending)", autorange="reversed", scaleanchor="x", constrain="domain",
-                     **_token_axis(cats, trace.tokens, pos, presentation))
-    return fig
+    layout = _layout(f"Attention, layer {layer}, {who}{note}", presentation, _sentence(trace), height=720)
+    axis = _token_axis(cats, trace.tokens, pos, presentation)
+    layout["xaxis"] = dict(title=dict(text="key (attended to)"), tickangle=-45, constrain="domain", **axis)
+    layout["yaxis"] = dict(title=dict(text="query (attending)"), autorange="reversed", scaleanchor="x",
+                           constrain="domain", **axis)
+    layout["margin"] |= _heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
+                                         layout["font"]["size"])
+    return _quick([heatmap], layout)
+
+
+def _text_px(text: str, size: float) -> float:
+    """Rough rendered width of a label: wide (CJK, emoji) characters count a full em, others ~0.62 em."""
+    return sum(size if unicodedata.east_asian_width(c) in "WF" else 0.62 * size for c in html.unescape(text))
+
+
+def _heatmap_margins(ticktext: list[str], tick_size: int, size: int) -> dict:
+    """Left, bottom and right margins that already fit the token ticks (x turned 45°), the axis titles and the
+    colour bar, so plotly's automargin seldom has to widen them: each widening redraws the whole figure, which at
+    512 tokens cost 50 ms of the 300 ms a head change may take. An estimate too small only costs that redraw."""
+    widest = max((_text_px(t, tick_size) for t in ticktext), default=0.0)
+    return dict(l=round(widest + size + 28), b=round(0.71 * widest + tick_size + size + 40),
+                r=round(48 + _text_px("weight", size)))
 
 
 def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_special: bool, max_cells: int,
-                gap: float, ticks: bool, presentation: bool) -> tuple[go.Figure, list[list[float]]]:
-    """One figure of small square attention maps sharing a [0, 1] colour axis, laid out row by row.
+                gap: float, ticks: bool, presentation: bool) -> tuple[list[dict], dict, list[list[float]]]:
+    """Small square attention maps sharing a [0, 1] colour axis, laid out row by row, for one figure.
 
-    maps lists (layer, head) per cell; returns the figure and each cell's [x0, x1, y0, y1] in paper coordinates.
-    Axes are written as one layout dict: make_subplots plus per-axis updates takes seconds for 144 cells.
+    maps lists (layer, head) per cell; returns the traces, the layout and each cell's [x0, x1, y0, y1] in paper
+    coordinates. Axes are written as one layout dict: make_subplots plus per-axis updates takes seconds for 144 cells.
     """
     rows = math.ceil(len(maps) / cols)
     pos = _kept(trace.tokens, hide_special)
@@ -181,11 +228,18 @@ def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_speci
         layout[f"yaxis{n}"] = dict(axis, domain=[y0, y1], anchor=f"x{n}", ticks="", autorange="reversed",
                                    scaleanchor=f"x{n}", constrain="domain", showticklabels=ticks and c == 0)
         z = np.round(block_mean(_pattern(trace, layer, head, hide_special)[0], max_cells, max_cells), 3)
-        data.append(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, coloraxis="coloraxis", xaxis=f"x{n}", yaxis=f"y{n}",
-                               hovertemplate=f"layer {layer}, head {head}<br>%{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>"))
+        data.append(dict(type="heatmap", z=z.astype(np.float32), x=cats, y=cats, coloraxis="coloraxis", xaxis=f"x{n}",
+                         yaxis=f"y{n}",
+                         hovertemplate=f"layer {layer}, head {head}<br>%{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>"))
         cells.append([x0, x1, y0, y1])
-    layout["coloraxis"] = dict(cmin=0, cmax=1, colorscale=ATTENTION_SCALE, colorbar=dict(title="weight", thickness=18))
-    return go.Figure(data=data, layout=layout), cells
+    layout["coloraxis"] = dict(cmin=0, cmax=1, colorscale=_scale(ATTENTION_SCALE),
+                               colorbar=dict(title=dict(text="weight"), thickness=18))
+    return data, layout, cells
+
+
+def _paper_note(text: str, x: float, y: float, size: int, **anchor: str) -> dict:
+    """A text annotation placed in paper coordinates (cell labels of the thumbnail figures)."""
+    return dict(text=text, x=x, y=y, xref="paper", yref="paper", showarrow=False, font=dict(size=size), **anchor)
 
 
 def _note(trace: Trace, shown: int, max_cells: int | None = None) -> str:
@@ -204,33 +258,29 @@ def attention_grid(
     heads, shown = trace.num_heads, len(_kept(trace.tokens, hide_special))
     cols = min(heads, 4)
     rows = math.ceil(heads / cols)
-    fig, cells = _thumbnails(trace, [(layer, h) for h in range(heads)], cols, hide_special, max_cells, 0.07,
-                             ticks=shown <= 24, presentation=presentation)
-    for h, (x0, x1, _, y1) in enumerate(cells):
-        fig.add_annotation(text=f"head {h}", x=(x0 + x1) / 2, y=y1, xref="paper", yref="paper", yanchor="bottom",
-                           showarrow=False, font=dict(size=18 if presentation else 14))
-    return _style(fig, f"Attention, layer {layer}, all {heads} heads", presentation,
-                  _sentence(trace) + _note(trace, shown, max_cells), height=rows * 300 + 160)
+    data, axes, cells = _thumbnails(trace, [(layer, h) for h in range(heads)], cols, hide_special, max_cells, 0.07,
+                                    ticks=shown <= 24, presentation=presentation)
+    size = 18 if presentation else 14
+    notes = [_paper_note(f"head {h}", (x0 + x1) / 2, y1, size, yanchor="bottom") for h, (x0, x1, _, y1) in enumerate(cells)]
+    layout = _layout(f"Attention, layer {layer}, all {heads} heads", presentation,
+                     _sentence(trace) + _note(trace, shown, max_cells), height=rows * 300 + 160)
+    return _quick(data, layout | axes | {"annotations": notes})
 
 
 def model_view(trace: Trace, hide_special: bool = False, max_cells: int = 32, *, presentation: bool = False) -> go.Figure:
     """Every layer x head as a thumbnail in one figure; maps block-averaged to max_cells and rounded to 3 decimals."""
     L, H = trace.num_layers, trace.num_heads
-    fig, cells = _thumbnails(trace, [(lay, h) for lay in range(L) for h in range(H)], H, hide_special, max_cells,
-                             0.08 / max(H, 1) + 0.004, ticks=False, presentation=presentation)
+    data, axes, cells = _thumbnails(trace, [(lay, h) for lay in range(L) for h in range(H)], H, hide_special,
+                                    max_cells, 0.08 / max(H, 1) + 0.004, ticks=False, presentation=presentation)
     size = 16 if presentation else 12
-    for h in range(H):
-        x0, x1, _, y1 = cells[h]
-        fig.add_annotation(text=f"H{h}", x=(x0 + x1) / 2, y=y1, xref="paper", yref="paper", yanchor="bottom",
-                           showarrow=False, font=dict(size=size))
-    for lay in range(L):
-        x0, _, y0, y1 = cells[lay * H]
-        fig.add_annotation(text=f"L{lay}", x=x0, y=(y0 + y1) / 2, xref="paper", yref="paper", xanchor="right",
-                           showarrow=False, font=dict(size=size))
+    notes = [_paper_note(f"H{h}", (cells[h][0] + cells[h][1]) / 2, cells[h][3], size, yanchor="bottom") for h in range(H)]
+    notes += [_paper_note(f"L{lay}", cells[lay * H][0], (cells[lay * H][2] + cells[lay * H][3]) / 2, size, xanchor="right")
+              for lay in range(L)]
     shown = len(_kept(trace.tokens, hide_special))
     title = f"Model view: {L} layers × {H} heads (rows = layers, columns = heads)"
-    return _style(fig, title, presentation, _sentence(trace) + _note(trace, shown, max_cells),
-                  height=L * max(60, 900 // max(H, 1)) + 160)
+    layout = _layout(title, presentation, _sentence(trace) + _note(trace, shown, max_cells),
+                     height=L * max(60, 900 // max(H, 1)) + 160)
+    return _quick(data, layout | axes | {"annotations": notes})
 
 
 def attention_table(trace: Trace, layer: int, head: int | None, hide_special: bool = False) -> pd.DataFrame:

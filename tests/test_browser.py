@@ -312,6 +312,38 @@ def test_choosing_a_head_redraws_the_heatmap(page, app):
     assert_clean(page, app, since)
 
 
+# Where the heatmap's plot area sits and where its labels end up, in the chart's own pixels.
+MARGINS_JS = """() => {
+  const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+  const svg = gd.querySelector('svg.main-svg').getBoundingClientRect();
+  const boxes = [...gd.querySelectorAll('.xtick text, .ytick text, .g-xtitle text, .g-ytitle text, .colorbar text')]
+    .map(t => t.getBoundingClientRect()).filter(b => b.width > 0);
+  return {given: gd.layout.margin, used: gd._fullLayout._size, width: svg.width, height: svg.height,
+          left: Math.min(...boxes.map(b => b.left - svg.left)), right: Math.max(...boxes.map(b => b.right - svg.left)),
+          bottom: Math.max(...boxes.map(b => b.bottom - svg.top))};
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("text", "present"), [
+    (settings.DEFAULT_SENTENCE, False),
+    ("Antidisestablishmentarianism internationalization supercalifragilistic", True),
+    ("日本語のテキストを解析する 你好世界 😀🎉 مرحبا بالعالم", False),
+    (" ".join(["word"] * 600), False),
+], ids=["default", "long-words-projector", "wide-characters", "512-tokens"])
+def test_heatmap_margins_fit_its_labels_in_one_pass(page, app, text, present):
+    """figures.py sizes the margins for the token labels itself. If they fit, plotly never widens them, which
+    would redraw the whole chart (at 512 tokens a sixth of the 300 ms a head change may take); either way no
+    label may be cut off."""
+    since = len(app.log.lines)
+    open_app(page, app, params={"text": text, "present": str(present).lower()})
+    wait_heatmap(page, app, heatmap_labels(text), timeout=LOAD_MS)
+    m = page.evaluate(MARGINS_JS)
+    assert all(m["used"][side] == m["given"][side] for side in "lbr"), f"plotly had to widen the margins: {m}"
+    assert m["left"] >= 0 and m["right"] <= m["width"] and m["bottom"] <= m["height"], f"a label is cut off: {m}"
+    assert_clean(page, app, since)
+
+
 # The sidebar's pages, in order: (link text, URL path, what the page's main content is).
 # The teaching pages (issue 4) may still show their "being built" notice; once built they must show the content.
 PLACEHOLDER = "This teaching view is being built."

@@ -5,6 +5,7 @@ import json
 import re
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 
@@ -99,6 +100,22 @@ def test_grid_and_model_view_are_single_figures(small):
     assert len(view.data) == small.num_layers * small.num_heads
     assert len({t.xaxis for t in view.data}) == len(view.data)  # each map on its own axes
     np.testing.assert_allclose(np.asarray(view.data[5].z), small.attention[1, 1].numpy().round(3), atol=1e-6)
+
+
+@pytest.mark.parametrize("build", [
+    lambda t: figures.attention_heatmap(t, 0, 1),
+    lambda t: figures.attention_heatmap(t, 1, None, hide_special=True, presentation=True),
+    lambda t: figures.attention_grid(t, 1),
+    lambda t: figures.attention_grid(t, 0, hide_special=True, presentation=True),
+    lambda t: figures.model_view(t),
+], ids=["head", "average-hidden-presentation", "grid", "grid-hidden-presentation", "model-view"])
+def test_unvalidated_attention_figures_equal_validated_ones(small, build):
+    """The attention figures skip plotly.py's validation for speed: rebuilt with validation, every property is
+    accepted (an unknown key raises) and the JSON sent to the browser is the same (e.g. colour scales spelled out,
+    which plotly.js would otherwise read as its own, different "Blues")."""
+    fig = build(small)
+    validated = go.Figure(fig.to_dict())
+    assert json.loads(fig.to_json()) == json.loads(validated.to_json())
 
 
 def test_model_view_of_12x12_at_512_tokens_is_small(long_trace):
