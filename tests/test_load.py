@@ -11,6 +11,7 @@ the peak RSS; run alone with `pytest -m load -s`.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import threading
 import time
@@ -108,6 +109,12 @@ class RssSampler:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (/proc/<pid>/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def wait_heatmap(page, labels: list[str], title: str, timeout: float) -> dict:
@@ -214,9 +221,9 @@ def test_twenty_concurrent_sessions_stay_isolated():
         app = App(url, ServerLog(proc.stdout))
         with RssSampler(proc.pid) as rss:
             idle_mb = rss.read_mb()
-            t0 = time.monotonic()
+            t0, cpu0 = time.monotonic(), cpu_seconds(proc.pid)
             results = asyncio.run(drive(app))
-            wall = time.monotonic() - t0
+            wall, cpu = time.monotonic() - t0, cpu_seconds(proc.pid) - cpu0
             final_mb = rss.read_mb()
         errors = app.log.errors()
         alive = proc.poll() is None
@@ -231,7 +238,8 @@ def test_twenty_concurrent_sessions_stay_isolated():
         f"{len(CUSTOM)} custom configs; first load p50 {percentile(loads, 50):.1f} s / p95 {percentile(loads, 95):.1f} s; "
         f"interaction p50 {percentile(changes, 50):.2f} s / p95 {percentile(changes, 95):.2f} s; server RSS "
         f"{idle_mb:.0f} MB idle, peak {rss.peak_mb:.0f} MB (bound {RSS_LIMIT_MB} MB, {rss.samples} samples), "
-        f"{final_mb:.0f} MB at the end; {wall:.0f} s wall; {len(problems)} problems."
+        f"{final_mb:.0f} MB at the end; {wall:.0f} s wall; server CPU {cpu:.0f} s in all, "
+        f"{cpu / (SESSIONS * (interactions + 1)):.2f} s per page load or interaction; {len(problems)} problems."
     ) if loads and changes else "Load test: no session finished its first load."
     print("\n" + summary)
     for p in problems[:40]:
