@@ -156,11 +156,12 @@ def _categories(tokens: list[str], positions: list[int], k: int = MAX_CELLS) -> 
     ]
 
 
-def _token_axis(cats: list[str], tokens: list[str], positions: list[int], presentation: bool) -> dict:
-    """Category axis whose ticks show just the tokens (a subset when there are many; none for blocks)."""
+def _token_axis(cats: list[str], tokens: list[str], positions: list[int], presentation: bool,
+                max_ticks: int = 48) -> dict:
+    """Category axis whose ticks show just the tokens (every k-th above max_ticks; none for blocks)."""
     if len(cats) != len(positions):
         return dict(type="category", showticklabels=False)
-    step = max(1, math.ceil(len(cats) / 48))
+    step = max(1, math.ceil(len(cats) / max_ticks))
     size = (18 if presentation else 14) if len(cats) <= 24 else (13 if presentation else 11)
     return dict(type="category", tickmode="array", tickvals=cats[::step],
                 ticktext=[label(tokens[p], 16) for p in positions[::step]], tickfont=dict(size=size))
@@ -176,7 +177,7 @@ def attention_heatmap(
     gap = 1 if len(pos) <= 40 else 0
     heatmap = dict(
         type="heatmap", z=w, x=cats, y=cats, zmin=0, zmax=1, colorscale=_scale(ATTENTION_SCALE), xgap=gap, ygap=gap,
-        colorbar=dict(title=dict(text="weight"), thickness=18),
+        colorbar=dict(title=dict(text="weight", side="right"), thickness=18),
         hovertemplate="%{y} → %{x}: %{z:.3f}" + note + "<extra></extra>",
     )
     who = f"head {head}" if head is not None else f"average of {trace.num_heads} heads"
@@ -198,7 +199,8 @@ def _text_px(text: str, size: float) -> float:
 def _heatmap_margins(ticktext: list[str], tick_size: int, size: int) -> dict:
     """Left, bottom and right margins that already fit the token ticks (x turned 45°), the axis titles and the
     colour bar, so plotly's automargin seldom has to widen them: each widening redraws the whole figure, which at
-    512 tokens cost 50 ms of the 300 ms a head change may take. An estimate too small only costs that redraw."""
+    512 tokens cost 50 ms of the 300 ms a head change may take. An estimate too small only costs that redraw.
+    (The colour bar's title runs along the bar, clear of the "1" at its top; "weight" sized as if level is ample.)"""
     widest = max((_text_px(t, tick_size) for t in ticktext), default=0.0)
     return dict(l=round(widest + size + 28), b=round(0.71 * widest + tick_size + size + 40),
                 r=round(48 + _text_px("weight", size)))
@@ -215,7 +217,8 @@ def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_speci
     pos = _kept(trace.tokens, hide_special)
     cats = _categories(trace.tokens, pos, max_cells)
     ticks = ticks and len(cats) == len(pos)
-    axis = _token_axis(cats, trace.tokens, pos, presentation) if ticks else dict(type="category", showticklabels=False)
+    # a ~140 px thumbnail has room for about 10 legible labels per axis
+    axis = _token_axis(cats, trace.tokens, pos, presentation, 10) if ticks else dict(type="category", showticklabels=False)
     data, layout, cells = [], {}, []
     for i, (layer, head) in enumerate(maps):
         r, c = divmod(i, cols)
@@ -233,7 +236,7 @@ def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_speci
                          hovertemplate=f"layer {layer}, head {head}<br>%{{y}} → %{{x}}: %{{z:.3f}}<extra></extra>"))
         cells.append([x0, x1, y0, y1])
     layout["coloraxis"] = dict(cmin=0, cmax=1, colorscale=_scale(ATTENTION_SCALE),
-                               colorbar=dict(title=dict(text="weight"), thickness=18))
+                               colorbar=dict(title=dict(text="weight", side="right"), thickness=18))
     return data, layout, cells
 
 
@@ -280,6 +283,7 @@ def model_view(trace: Trace, hide_special: bool = False, max_cells: int = 32, *,
     title = f"Model view: {L} layers × {H} heads (rows = layers, columns = heads)"
     layout = _layout(title, presentation, _sentence(trace) + _note(trace, shown, max_cells),
                      height=L * max(60, 900 // max(H, 1)) + 160)
+    layout["margin"]["l"] = round(16 + _text_px(f"L{L - 1}", size))  # the row labels sit left of the first column
     return _quick(data, layout | axes | {"annotations": notes})
 
 
