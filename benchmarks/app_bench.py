@@ -195,13 +195,19 @@ def fragment_costs(trace: encoder.Trace, layer: int, head: int, reps: int) -> di
     return out
 
 
-def bench_case(name: str, params: dict, n_tokens: int, reps: int) -> dict:
+def open_cold(params: dict, n_tokens: int) -> tuple[AppTest, float, int]:
+    """The app opened on `params` and an n_tokens sentence with empty caches: (app, seconds, forward passes)."""
     st.cache_resource.clear()
     gc.collect()
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     for key, value in (params | {"text": sentence(n_tokens)}).items():
         at.query_params[key] = value
     cold, fwd = run(at)
+    return at, cold, fwd
+
+
+def bench_case(name: str, params: dict, n_tokens: int, reps: int) -> dict:
+    at, cold, fwd = open_cold(params, n_tokens)
     fr = frame(at)
     assert fr.trace is not None and fr.trace.seq_len == n_tokens and fwd == 1, (fr.problem, fwd)
     L, H = fr.trace.num_layers, fr.trace.num_heads
@@ -262,12 +268,7 @@ def bench_case(name: str, params: dict, n_tokens: int, reps: int) -> dict:
 
 def bench_worst(reps: int) -> dict:
     name, params, n_tokens = WORST
-    st.cache_resource.clear()
-    gc.collect()
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in (params | {"text": sentence(n_tokens)}).items():
-        at.query_params[key] = value
-    cold, _ = run(at)
+    at, cold, _ = open_cold(params, n_tokens)
     trace = frame(at).trace
     assert trace.seq_len == n_tokens
     row = {"case": name, "tokens": n_tokens, "layers": trace.num_layers, "heads": trace.num_heads, "cold_ms": ms(cold),
