@@ -11,9 +11,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import streamlit as st  # noqa: E402
 
 import ui
-from encoder import settings
-from encoder.settings import CUSTOM, PRETRAINED  # noqa: E402
 from encoder.tokenizer import INSTALL_HINT  # noqa: E402
+from ui import settings
+from ui.settings import CUSTOM, PRETRAINED  # noqa: E402
 
 st.set_page_config(page_title="Encoder Explorer", page_icon=":material/hub:", layout="wide")
 

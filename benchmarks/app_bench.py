@@ -52,8 +52,8 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import encoder  # noqa: E402
 from benchmarks.machine import cpu_name  # noqa: E402
-from encoder import figures  # noqa: E402
 from encoder.tokenizer import encode  # noqa: E402
+from encoder.viz import figures  # noqa: E402
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 300

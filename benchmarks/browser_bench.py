@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from benchmarks.machine import cpu_name  # noqa: E402
-from tests.server import launch, streamlit_server, wait_ready  # noqa: E402
+from tests.app.server import launch, streamlit_server, wait_ready  # noqa: E402
 
 VIEWPORT = {"width": 1400, "height": 1000}
 TOKENS = (12, 128, 512)

@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.machine import cpu_name  # noqa: E402
-from encoder import stability  # noqa: E402
+from encoder.analysis import stability  # noqa: E402
 
 
 def machine() -> dict:

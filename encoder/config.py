@@ -12,7 +12,7 @@ NORMS = ("post", "pre")
 POSITIONALS = ("sinusoidal", "learned", "none")
 
 # Hard limits that keep a single model within reach of a laptop; the resource guard
-# (encoder.resources) applies a finer, memory-based budget on top.
+# (ui.resources) applies a finer, memory-based budget on top.
 LIMITS = {
     "d_model": (8, 4096),
     "num_heads": (1, 64),

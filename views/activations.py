@@ -3,7 +3,8 @@
 import streamlit as st
 
 import ui
-from encoder import TAPS, figures
+from encoder import TAPS
+from encoder.viz import figures
 
 fr, trace = ui.need_trace()
 stats = trace.stats()

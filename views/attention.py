@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from encoder import figures
+from encoder.viz import figures
 
 fr, trace = ui.need_trace()
 VIEWS = {"head": "One head", "layer": "All heads of a layer", "model": "Model view (layers × heads)"}

@@ -3,8 +3,10 @@
 import streamlit as st
 
 import ui
-from encoder import compare, figures, settings
-from encoder.teaching_figures import token_attention
+from encoder.analysis import variants
+from encoder.viz import figures
+from encoder.viz.teaching import token_attention
+from ui import settings
 
 fr, trace = ui.need_trace()
 MODES = {"norm": "Post-LN vs Pre-LN (same weights)", "sentences": "Two sentences (same model)"}
@@ -40,7 +42,7 @@ def placements() -> None:
     ui.caption("Right: in Pre-LN nothing normalises the residual stream between layers, so its norm grows with depth; "
                "Post-LN resets it after every layer.")
     st.subheader("Layer outputs")
-    st.dataframe(compare.output_summary({"Post-LN": post, "Pre-LN": pre}), hide_index=True, width="stretch")
+    st.dataframe(variants.output_summary({"Post-LN": post, "Pre-LN": pre}), hide_index=True, width="stretch")
 
 
 def sentences() -> None:
@@ -56,11 +58,11 @@ def sentences() -> None:
     cols = st.columns([3, 2], vertical_alignment="bottom")
     layer = ui.layer_slider(trace.num_layers, cols[0])
     word = cols[1].text_input("Token to follow", key="word", max_chars=40)
-    ia, ib = compare.find_token(trace.tokens, word), compare.find_token(other.tokens, word)
+    ia, ib = variants.find_token(trace.tokens, word), variants.find_token(other.tokens, word)
     if ia is None or ib is None:
         st.info("Pick a token that appears in both sentences (as a WordPiece token, lowercase for this model).")
         return
-    ra, rb = compare.token_rows(trace, ia, layer), compare.token_rows(other, ib, layer)
+    ra, rb = variants.token_rows(trace, ia, layer), variants.token_rows(other, ib, layer)
     left, right = st.columns(2)
     left.plotly_chart(token_attention(ra, trace.tokens, word, f"First sentence, layer {layer}", presentation=fr.present),
                       config=figures.png_config(figures.export_name(trace, "token", f"L{layer}")))

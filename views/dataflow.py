@@ -3,7 +3,8 @@
 import streamlit as st
 
 import ui
-from encoder import cost, diagram
+from encoder.analysis import cost
+from encoder.viz import diagram
 
 fr = ui.frame()
 if fr.config is None:

@@ -4,8 +4,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from encoder import figures, position
-from encoder.teaching_figures import grad_norm_chart
+from encoder.analysis import position
+from encoder.viz import figures
+from encoder.viz.teaching import grad_norm_chart
 
 fr, trace = ui.need_trace()
 cfg = trace.config

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from encoder import quiz
+from ui import quiz
 
 ui.frame()
 VIEWS = {

@@ -4,8 +4,10 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from encoder import figures, settings, stability
-from encoder.teaching_figures import grad_norm_chart, training_curves
+from encoder.analysis import stability
+from encoder.viz import figures
+from encoder.viz.teaching import grad_norm_chart, training_curves
+from ui import settings
 
 fr = ui.frame()
 ss = st.session_state

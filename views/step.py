@@ -3,8 +3,8 @@
 import streamlit as st
 
 import ui
-from encoder import diagram, figures
-from encoder.steps import layer_steps
+from encoder.viz import diagram, figures
+from ui.steps import layer_steps
 
 fr, trace = ui.need_trace()
 steps = layer_steps(trace.config)

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from encoder import figures
+from encoder.viz import figures
 
 fr, trace = ui.need_trace()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .config import EncoderConfig
+from ..config import EncoderConfig
 
 LAYERNORM_FLOPS = 8  # per element
 SOFTMAX_FLOPS = 5  # per attention score

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from encoder import EncoderConfig, build_model, resources, run
+from encoder import EncoderConfig, build_model, run
 from encoder.config import pretrained_config
+from ui import resources
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 import encoder
-from encoder import checkpoints, tokenizer
+from encoder import tokenizer
 from encoder.tokenizer import bundled_model_dir
 from tests.hostile_inputs import HOSTILE
+from ui import checkpoints
 
 FILES = ("config.json", "model.safetensors", "tokenizer.json")
 

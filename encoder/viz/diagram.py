@@ -9,8 +9,8 @@ from contextlib import nullcontext
 import graphviz
 import pandas as pd
 
-from .config import EncoderConfig
-from .model import TAPS
+from ..config import EncoderConfig
+from ..model import TAPS
 
 # The order in which each tap is computed (model.EncoderLayer.forward); TAPS itself follows Post-LN.
 FLOW = {

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from encoder import build_model
-from encoder.stability import (
+from encoder.analysis.stability import (
     GROUPS,
     RUN_LABELS,
     compare_runs,

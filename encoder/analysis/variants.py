@@ -6,8 +6,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from .model import Encoder, sinusoidal_table
-from .trace import Trace
+from ..model import Encoder, sinusoidal_table
+from ..trace import Trace
 
 
 def variant(model: Encoder, **changes: object) -> Encoder:

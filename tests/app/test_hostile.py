@@ -10,9 +10,9 @@ import streamlit as st
 import torch
 
 import encoder
-from encoder import diagram, figures
+from encoder.viz import diagram, figures
+from tests.app.test_app import PAGES, assert_clean, start
 from tests.hostile_inputs import EMPTY_IDS, HOSTILE, IDS, TEXTS
-from tests.test_app import PAGES, assert_clean, start
 
 SMALL = encoder.EncoderConfig(d_model=32, num_heads=4, d_ff=64, num_layers=2)
 

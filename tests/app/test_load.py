@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from playwright.async_api import async_playwright
 
-from encoder import settings
-from tests.server import CHROMIUM_ARGS, READY, require_chromium, streamlit_server
-from tests.test_browser import EXCEPTION, HEATMAP_JS, SERVER_ENV, WAIT_HEATMAP_JS, App, ServerLog, heatmap_labels
+from tests.app.server import CHROMIUM_ARGS, READY, require_chromium, streamlit_server
+from tests.app.test_browser import EXCEPTION, HEATMAP_JS, SERVER_ENV, WAIT_HEATMAP_JS, App, ServerLog, heatmap_labels
+from ui import settings
 
 SESSIONS = 20
 ROUNDS = 3  # sentence changes per session, after the first page load; then one head change

@@ -20,9 +20,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from torch import Tensor
 
+from ..model import TAPS
+from ..trace import Trace
 from .diagram import flow_order, printable
-from .model import TAPS
-from .trace import Trace
 
 SPECIAL = frozenset({"[CLS]", "[SEP]"})
 ATTENTION_SCALE = "Blues"

@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .config import EncoderConfig
-from .model import Encoder, build_model
-from .trace import Trace
+from ..config import EncoderConfig
+from ..model import Encoder, build_model
+from ..trace import Trace
 
 GROUPS = ("W_Q", "W_K", "W_V", "W_O", "W1", "W2")
 RUN_LABELS = ("Post-LN, no warm-up", "Post-LN with warm-up", "Pre-LN, no warm-up")

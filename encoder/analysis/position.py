@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .config import EncoderConfig
-from .model import Encoder, build_model, sinusoidal_table
-from .tokenizer import encode
+from ..config import EncoderConfig
+from ..model import Encoder, build_model, sinusoidal_table
+from ..tokenizer import encode
 
 
 def shuffle_words(text: str, seed: int) -> tuple[str, list[int]]:

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from encoder import TAPS, EncoderConfig, build_model
-from encoder.diagram import HIGHLIGHTS, flow_order
-from encoder.steps import layer_steps
+from encoder.viz.diagram import HIGHLIGHTS, flow_order
+from ui.steps import layer_steps
 
 POST = ["input", "attn", "drop1", "add1", "norm1", "ffn_hidden", "ffn", "drop2", "add2", "norm2", "output"]
 PRE = ["input", "norm1", "attn", "drop1", "add1", "norm2", "ffn_hidden", "ffn", "drop2", "add2", "output"]

@@ -2,7 +2,8 @@
 
 import pytest
 
-from encoder import EncoderConfig, settings
+from encoder import EncoderConfig
+from ui import settings
 
 
 def test_defaults_round_trip_to_an_empty_query():

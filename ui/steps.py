@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import EncoderConfig
+from encoder.config import EncoderConfig
 
 DROPOUTS = ("drop1", "drop2")
 

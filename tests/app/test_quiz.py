@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from encoder import EncoderConfig, build_model, run
-from encoder.quiz import PAGES, QUESTIONS, check, live_facts, question, score
+from ui.quiz import PAGES, QUESTIONS, check, live_facts, question, score
 
 TOPICS = ["attention", "layers", "ffn", "residual", "encoder_only", "output", "layernorm", "bidirectional"]
 SMALL = EncoderConfig(d_model=32, num_heads=4, d_ff=128, num_layers=2)

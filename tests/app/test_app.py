@@ -10,10 +10,11 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from encoder import TAPS, settings
+from encoder import TAPS
+from ui import settings
 
 TIMEOUT = 120
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
 PAGES = [
     "views/attention.py",
     "views/activations.py",
@@ -169,8 +170,8 @@ def test_without_the_pretrained_package_custom_mode_works_and_says_how_to_instal
 
 
 def test_operator_checkpoints_are_offered_by_name(monkeypatch, tmp_path):
-    from encoder.checkpoints import MODELS_ENV
     from encoder.tokenizer import bundled_model_dir
+    from ui.checkpoints import MODELS_ENV
 
     folder = tmp_path / "my-bert"
     folder.mkdir()
@@ -192,7 +193,7 @@ def test_operator_checkpoints_are_offered_by_name(monkeypatch, tmp_path):
 
 
 def test_quiz_scores_and_keeps_answers_across_pages():
-    from encoder import quiz
+    from ui import quiz
 
     at = start()
     at.switch_page("views/quiz.py").run()
@@ -208,7 +209,7 @@ def test_quiz_scores_and_keeps_answers_across_pages():
 
 
 def test_step_through_walks_the_placement_in_order():
-    from encoder.steps import layer_steps
+    from ui.steps import layer_steps
 
     at = start(SMALL_PRE)
     at.switch_page("views/step.py").run()

@@ -7,7 +7,8 @@ import subprocess
 import pytest
 
 import encoder
-from encoder import TAPS, diagram
+from encoder import TAPS
+from encoder.viz import diagram
 
 MINILM = encoder.EncoderConfig(d_model=384, num_heads=12, d_ff=1536, num_layers=6, activation="gelu")
 HOSTILE_TITLES = ['say "hi"', "back\\slash", "trailing\\", "}", "a -> b", "<b>bold</b>", "<<TABLE>>", "\\N \\G \\l",

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .config import EncoderConfig
+from encoder.config import EncoderConfig
 
 PRETRAINED = "pretrained"
 CUSTOM = "custom"

@@ -5,8 +5,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from encoder import EncoderConfig, build_model
+from encoder.analysis.cost import flops, flops_summary, param_counts, param_summary
 from encoder.config import pretrained_config
-from encoder.cost import flops, flops_summary, param_counts, param_summary
 
 SMALL = dict(d_model=64, num_heads=4, d_ff=256, num_layers=2, vocab_size=500, max_len=64)
 CONFIGS = [

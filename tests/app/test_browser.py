@@ -18,12 +18,13 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from encoder import TAPS, settings
+from encoder import TAPS
 from encoder.config import EncoderConfig
-from encoder.diagram import layer_diagram, printable
 from encoder.tokenizer import encode
+from encoder.viz.diagram import layer_diagram, printable
+from tests.app.server import READY, ROOT, launch, streamlit_server
 from tests.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
-from tests.server import READY, ROOT, launch, streamlit_server
+from ui import settings
 
 ARTIFACTS = ROOT / "artifacts"
 # Plain-text tracebacks in the server log, so a failure message can quote them; no hot reload: a source file

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from encoder import EncoderConfig, build_model
+from encoder.analysis.position import pe_table, permutation_check, permutation_check_ids, position_similarity, shuffle_words
 from encoder.model import sinusoidal_table
-from encoder.position import pe_table, permutation_check, permutation_check_ids, position_similarity, shuffle_words
 
 TEXT = "The animal didn't cross the street because it was unbelievably tired."
 SMALL = dict(d_model=32, num_heads=4, d_ff=64, num_layers=2)

@@ -14,7 +14,7 @@ from torch import nn
 from encoder import TAPS, EncoderConfig, build_model, pick_device
 from encoder.model import sinusoidal_table
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = dict(d_model=32, num_heads=4, d_ff=48, num_layers=3, dropout=0.0, vocab_size=64, max_len=16)
 LENGTHS = [7, 4, 1]  # a batch of three sentences padded to 7 tokens
 

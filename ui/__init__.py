@@ -15,11 +15,12 @@ import streamlit as st
 import torch
 
 import encoder
-from encoder import figures, settings  # noqa: F401 (imported before gc.freeze below, with plotly and pandas)
-from encoder.checkpoints import checkpoint_dir, list_checkpoints
-from encoder.compare import variant
-from encoder.resources import check_budget, run_with_cpu_fallback
+from encoder.analysis.variants import variant
 from encoder.tokenizer import pretrained_available
+from encoder.viz import figures  # noqa: F401 (imported before gc.freeze below, with plotly and pandas)
+from ui import settings
+from ui.checkpoints import checkpoint_dir, list_checkpoints
+from ui.resources import check_budget, run_with_cpu_fallback
 
 PAGE_KEY = "frame"
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import torch
 
-from .config import EncoderConfig
-from .cost import param_summary
-from .model import Encoder
-from .trace import Trace, run
+from encoder.analysis.cost import param_summary
+from encoder.config import EncoderConfig
+from encoder.model import Encoder
+from encoder.trace import Trace, run
 
 BUDGET_ENV = "ENCODER_EXPLORER_MEMORY_MB"
 DEFAULT_BUDGET_MB = 1536  # one model + trace; sized so a 2-core / 8 GB machine holds a few in its caches

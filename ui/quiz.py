@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from .config import EncoderConfig
-from .model import Encoder
-from .trace import Trace
+from encoder.config import EncoderConfig
+from encoder.model import Encoder
+from encoder.trace import Trace
 
 PAGES = ("attention", "dataflow", "activations", "compare", "position", "stability", "tokens")
 

@@ -1,0 +1,1 @@
+"""Numbers computed from the model: cost, position checks, rewired variants, training stability."""

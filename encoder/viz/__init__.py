@@ -1,0 +1,1 @@
+"""Plotly and Graphviz builders: figures from traces and configs, testable without Streamlit."""
