@@ -8,6 +8,9 @@ training-mode pass never touches the module's train/eval flag or the global RNG.
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +19,62 @@ from torch import Tensor, nn
 from .config import EncoderConfig
 
 TAPS = ("input", "attn", "add1", "norm1", "ffn_hidden", "ffn", "add2", "norm2", "output")
+# The attention's own taps, per head: q, k, v and z (the weighted sum of values) are (B, H, T, d_head); concat is
+# Concat(z_1..z_h), (B, T, D), the tensor W_O multiplies. q is unscaled: softmax(q k^T / sqrt(d_head)) is the pattern.
+HEAD_TAPS = ("q", "k", "v", "z", "concat")
+SUBLAYERS = ("attn", "ffn")
+
+
+@dataclass(frozen=True)
+class Knockout:
+    """What one layer zeroes in a forward pass: some heads' outputs before W_O, or a whole sub-layer's output."""
+
+    heads: tuple[int, ...] = ()
+    attn: bool = False
+    ffn: bool = False
+
+
+KEEP_ALL = Knockout()
+
+
+def _whole(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def check_ablate(cfg: EncoderConfig, ablate: Iterable | None) -> frozenset[tuple[int, int | str]]:
+    """Validate knock-outs {(layer, head), (layer, "attn"), (layer, "ffn")}; ValueError names a bad one."""
+    if ablate is None:
+        return frozenset()
+    if isinstance(ablate, (str, bytes)) or not isinstance(ablate, Iterable):
+        raise ValueError(f"ablate={ablate!r} must be a set of pairs such as {{(0, 3), (1, 'ffn')}}.")
+    items = set()
+    for item in ablate:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise ValueError(f"ablate item {item!r} must be a pair: (layer, head), (layer, 'attn') or (layer, 'ffn').")
+        layer, what = item
+        if not _whole(layer) or not 0 <= layer < cfg.num_layers:
+            raise ValueError(f"ablate item {tuple(item)!r}: layer {layer!r} does not exist; "
+                             f"choose a layer from 0 to {cfg.num_layers - 1}.")
+        if isinstance(what, str) and what not in SUBLAYERS:
+            raise ValueError(f"ablate item {tuple(item)!r}: {what!r} is no sub-layer; use 'attn', 'ffn' or a head number.")
+        if not isinstance(what, str) and (not _whole(what) or not 0 <= what < cfg.num_heads):
+            raise ValueError(f"ablate item {tuple(item)!r}: head {what!r} does not exist; "
+                             f"choose a head from 0 to {cfg.num_heads - 1}.")
+        items.add((int(layer), what if isinstance(what, str) else int(what)))
+    return frozenset(items)
+
+
+def knockouts(cfg: EncoderConfig, ablate: Iterable | None) -> list[Knockout]:
+    """check_ablate's pairs sorted into one Knockout per layer."""
+    items = check_ablate(cfg, ablate)
+    return [
+        Knockout(
+            heads=tuple(sorted(h for i, h in items if i == layer and isinstance(h, int))),
+            attn=(layer, "attn") in items,
+            ffn=(layer, "ffn") in items,
+        )
+        for layer in range(cfg.num_layers)
+    ]
 
 
 class Dropout(nn.Module):
@@ -90,9 +149,14 @@ class MultiHeadSelfAttention(nn.Module):
         self.drop = Dropout(cfg.dropout)
 
     def forward(
-        self, x: Tensor, pad_mask: Tensor | None, gen: torch.Generator | None = None, out: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """x (B, T, D), pad_mask (B, T) True at padding -> output (B, T, D), pattern (B, H, T, T).
+        self,
+        x: Tensor,
+        pad_mask: Tensor | None,
+        gen: torch.Generator | None = None,
+        off: Knockout = KEEP_ALL,
+        out: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+        """x (B, T, D), pad_mask (B, T) True at padding -> output (B, T, D), pattern (B, H, T, T), HEAD_TAPS.
 
         `out`, if given, is a (B, H, T, T) tensor the pattern is written into (and returned as).
         """
@@ -103,9 +167,14 @@ class MultiHeadSelfAttention(nn.Module):
         if pad_mask is not None:
             scores.masked_fill_(pad_mask[:, None, None, :], float("-inf"))
         pattern = torch.softmax(scores, dim=-1, out=out)  # rows sum to 1 over the keys; with `out`, in place
-        ctx = self.drop(pattern, gen) @ v  # (B, H, T, dh)
-        ctx = ctx.transpose(1, 2).reshape(B, T, D)  # concat heads
-        return self.out(ctx), pattern
+        z = self.drop(pattern, gen) @ v  # (B, H, T, dh): each head's weighted sum of the values
+        if off.heads:  # knock-out: these heads' outputs never reach W_O
+            z = z.index_fill(1, torch.tensor(off.heads, device=z.device), 0.0)
+        concat = z.transpose(1, 2).reshape(B, T, D)  # (B, T, D): Concat(head_1..head_h)
+        y = self.out(concat)
+        if off.attn:
+            y = torch.zeros_like(y)
+        return y, pattern, dict(q=q, k=k, v=v, z=z, concat=concat)
 
 
 class FeedForward(nn.Module):
@@ -118,9 +187,11 @@ class FeedForward(nn.Module):
         self.act = F.relu_ if cfg.activation == "relu" else F.gelu  # ReLU in place: the pre-activation is no tap
         self.drop = Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, gen: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, gen: torch.Generator | None = None, off: bool = False) -> tuple[Tensor, Tensor]:
+        """x (B, T, D) -> hidden (B, T, d_ff), output (B, T, D); off=True knocks the output out (zeros)."""
         hidden = self.act(self.w1(x))  # (B, T, d_ff)
-        return hidden, self.w2(self.drop(hidden, gen))  # (B, T, d_ff), (B, T, D)
+        y = self.w2(self.drop(hidden, gen))  # (B, T, D)
+        return hidden, torch.zeros_like(y) if off else y
 
 
 class EncoderLayer(nn.Module):
@@ -141,28 +212,30 @@ class EncoderLayer(nn.Module):
         x: Tensor,
         pad_mask: Tensor | None = None,
         gen: torch.Generator | None = None,
+        off: Knockout = KEEP_ALL,
         pattern_out: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
-        """x (B, T, D) -> output (B, T, D), attention pattern (B, H, T, T), taps by name.
+        """x (B, T, D) -> output (B, T, D), attention pattern (B, H, T, T), taps by name (TAPS and HEAD_TAPS).
 
-        `pattern_out`, if given, is a (B, H, T, T) tensor the attention pattern is written into.
+        `off` zeroes knocked-out heads or sub-layers. `pattern_out`, if given, is a (B, H, T, T) tensor the
+        attention pattern is written into.
         """
         if self.norm == "post":
-            attn, pattern = self.attn(x, pad_mask, gen, pattern_out)
+            attn, pattern, heads = self.attn(x, pad_mask, gen, off, pattern_out)
             add1 = x + self.drop1(attn, gen)
             norm1 = self.ln1(add1)
-            hidden, ffn = self.ffn(norm1, gen)
+            hidden, ffn = self.ffn(norm1, gen, off.ffn)
             add2 = norm1 + self.drop2(ffn, gen)
             out = norm2 = self.ln2(add2)
         else:
             norm1 = self.ln1(x)
-            attn, pattern = self.attn(norm1, pad_mask, gen, pattern_out)
+            attn, pattern, heads = self.attn(norm1, pad_mask, gen, off, pattern_out)
             add1 = x + self.drop1(attn, gen)
             norm2 = self.ln2(add1)
-            hidden, ffn = self.ffn(norm2, gen)
+            hidden, ffn = self.ffn(norm2, gen, off.ffn)
             out = add2 = add1 + self.drop2(ffn, gen)
         taps = dict(input=x, attn=attn, add1=add1, norm1=norm1, ffn_hidden=hidden, ffn=ffn, add2=add2, norm2=norm2, output=out)
-        return out, pattern, taps
+        return out, pattern, taps | heads
 
 
 class Encoder(nn.Module):
@@ -177,10 +250,10 @@ class Encoder(nn.Module):
         self.vocab_dir = None  # folder of the tokenizer.json to use; None = the bundled WordPiece vocabulary
 
     def forward(
-        self, ids: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None
+        self, ids: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None, ablate: Iterable | None = None
     ) -> tuple[Tensor, list[Tensor], list[dict[str, Tensor]]]:
         """ids (B, T) -> final output (B, T, D), per-layer patterns [(B, H, T, T)], per-layer taps."""
-        return self.forward_embedded(self.embed(ids, gen), pad_mask, gen)
+        return self.forward_embedded(self.embed(ids, gen), pad_mask, gen, ablate=ablate)
 
     def forward_embedded(
         self,
@@ -188,15 +261,16 @@ class Encoder(nn.Module):
         pad_mask: Tensor | None = None,
         gen: torch.Generator | None = None,
         attention_out: Tensor | None = None,
+        ablate: Iterable | None = None,
     ) -> tuple[Tensor, list[Tensor], list[dict[str, Tensor]]]:
-        """The layer stack on already-embedded input x (B, T, D).
+        """The layer stack on already-embedded input x (B, T, D); `ablate` as in check_ablate.
 
         `attention_out`, if given, is a (num_layers, B, H, T, T) tensor; layer i writes its pattern into
         attention_out[i], so a caller gets every layer's attention in one tensor without copying.
         """
         patterns, taps = [], []
-        for i, layer in enumerate(self.layers):
-            x, pattern, tap = layer(x, pad_mask, gen, None if attention_out is None else attention_out[i])
+        for i, (layer, off) in enumerate(zip(self.layers, knockouts(self.cfg, ablate), strict=True)):
+            x, pattern, tap = layer(x, pad_mask, gen, off, None if attention_out is None else attention_out[i])
             patterns.append(pattern)
             taps.append(tap)
         if self.final_ln is not None:

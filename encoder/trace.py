@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import copy
 import ctypes
+import functools
 import math
 import mmap
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from torch import Tensor
 
 from .config import EncoderConfig
-from .model import TAPS, Encoder
+from .model import TAPS, Encoder, check_ablate
 from .tokenizer import encode
 
 STAT_COLUMNS = ("mean", "std", "min", "max", "rms", "zero_frac", "nonfinite")
@@ -34,9 +36,13 @@ class Trace:
     attention: Tensor  # (num_layers, num_heads, seq, seq); rows sum to 1
     hidden_states: Tensor  # (num_layers + 1, seq, d_model): embeddings, then each layer's output
     taps: list[dict[str, Tensor]]  # taps[layer][name]: (seq, d_model), ffn_hidden (seq, d_ff)
+    # heads[layer]: q, k, v, z (num_heads, seq, d_head) and concat (seq, d_model), the input of W_O; z is a view of
+    # concat. q is unscaled: softmax(q k^T / sqrt(d_head)) is this layer's attention.
+    heads: list[dict[str, Tensor]]
+    max_tokens: int  # the tokenisation was cut at this many tokens, [CLS] and [SEP] included
+    ablate: frozenset[tuple[int, int | str]] = frozenset()  # knock-outs applied: (layer, head), (layer, "attn"|"ffn")
     final: Tensor | None = None  # (seq, d_model) after the stack's final LayerNorm, if the config has one
     notice: str = ""  # e.g. a fallback from GPU to CPU
-    _stats: list = field(default_factory=list, repr=False)
 
     @property
     def num_layers(self) -> int:
@@ -55,11 +61,14 @@ class Trace:
         """The encoder's output: contextual representations for each position, (seq, d_model)."""
         return self.final if self.final is not None else self.hidden_states[-1]
 
+    @functools.cached_property
+    def _stats(self) -> pd.DataFrame:
+        # Cached on this instance only: dataclasses.replace() makes a new Trace, which computes its own.
+        return tap_stats(self.taps)
+
     def stats(self) -> pd.DataFrame:
         """One row per (layer, tap): mean, std, min, max, RMS, fraction of exact zeros, count of NaN/Inf."""
-        if not self._stats:  # computed once, on first use
-            self._stats.append(tap_stats(self.taps))
-        return self._stats[0].copy()
+        return self._stats.copy()
 
     def first_nonfinite(self) -> tuple[int, str] | None:
         """(layer, tap) where NaN or Inf first appears in data-flow order, or None."""
@@ -136,18 +145,92 @@ def model_device(model: Encoder) -> torch.device:
     return next(model.parameters()).device
 
 
-def run(
-    model: Encoder, text: str, *, device: str | torch.device | None = None, train: bool = False, seed: int | None = None
+def trace_ids(
+    model: Encoder,
+    ids: list[int],
+    tokens: list[str],
+    *,
+    text: str,
+    truncated: bool = False,
+    max_tokens: int | None = None,
+    ablate: Iterable | None = None,
+    train: bool = False,
+    seed: int | None = None,
 ) -> Trace:
-    """Tokenize `text`, run one forward pass and return every tap; the model itself is never changed.
+    """One forward pass of `model` on one sequence of token ids, kept as a Trace: the one place a Trace is built.
 
     train=True applies dropout for this call only, drawn from a generator seeded by `seed` (default: the
     config's seed), so the same call gives the same dropout mask in any process.
     """
+    cfg, device = model.cfg, model_device(model)
+    knocked = check_ablate(cfg, ablate)
+    gen = torch.Generator(device=device).manual_seed(cfg.seed if seed is None else seed) if train else None
+    seq = len(ids)
+    with torch.inference_mode():
+        # The layers write their patterns straight into the trace's tensor: no stack copy, which at 512 tokens
+        # would move num_layers * num_heads MB of fresh memory.
+        attention = _empty_huge(cfg.num_layers, 1, cfg.num_heads, seq, seq, device=device)
+        emb = model.embed(torch.tensor([ids], device=device), gen)
+        out, _, taps = model.forward_embedded(emb, None, gen, attention, ablate=knocked)
+    cpu = lambda t: t[0].float().cpu()  # noqa: E731  (a view, no copy, when already float32 on the CPU)
+    return Trace(
+        config=cfg,
+        text=text,
+        tokens=list(tokens),
+        token_ids=list(ids),
+        truncated=truncated,
+        device=str(device),
+        train=train,
+        attention=cpu(attention.transpose(0, 1)),
+        hidden_states=torch.stack([cpu(emb)] + [cpu(t["output"]) for t in taps]),
+        taps=[{name: cpu(t[name]) for name in TAPS} for t in taps],
+        heads=[_heads(t, cpu, cfg.num_heads) for t in taps],
+        max_tokens=cfg.max_len if max_tokens is None else max_tokens,
+        ablate=knocked,
+        final=cpu(out) if model.final_ln is not None else None,
+    )
+
+
+def _heads(taps: dict[str, Tensor], cpu, num_heads: int) -> dict[str, Tensor]:
+    """One layer's per-head taps for the trace; z is kept as a view of concat, so it costs no memory."""
+    concat = cpu(taps["concat"])  # (T, D)
+    z = concat.view(concat.shape[0], num_heads, -1).transpose(0, 1)  # (H, T, dh)
+    return dict(q=cpu(taps["q"]), k=cpu(taps["k"]), v=cpu(taps["v"]), z=z, concat=concat)
+
+
+def check_max_tokens(cfg: EncoderConfig, max_tokens: int | None) -> int:
+    """The token limit to tokenise with: max_tokens, or the config's max_len; ValueError when it is out of range."""
+    if max_tokens is None:
+        return cfg.max_len
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 2 <= max_tokens <= cfg.max_len:
+        raise ValueError(
+            f"max_tokens={max_tokens!r} must be a whole number from 2 to this model's max_len={cfg.max_len} "
+            "([CLS] and [SEP] count); sentence-transformers uses 256 for all-MiniLM-L6-v2."
+        )
+    return max_tokens
+
+
+def run(
+    model: Encoder,
+    text: str,
+    *,
+    max_tokens: int | None = None,
+    ablate: Iterable | None = None,
+    device: str | torch.device | None = None,
+    train: bool = False,
+    seed: int | None = None,
+) -> Trace:
+    """Tokenize `text` (at most max_tokens tokens), run one forward pass and return every tap.
+
+    ablate knocks out heads or sub-layers for this pass only: {(layer, head), (layer, "attn"), (layer, "ffn")}.
+    train=True applies seeded dropout for this pass only (see trace_ids). The model itself is never changed.
+    """
     if not isinstance(text, str) or not text.strip():
         raise ValueError("Type a sentence to encode; the input is empty.")
     cfg = model.cfg
-    enc = encode(text, cfg.max_len, model.vocab_dir)
+    limit = check_max_tokens(cfg, max_tokens)
+    check_ablate(cfg, ablate)  # before the tokenizer and any copy of the model
+    enc = encode(text, limit, model.vocab_dir)
     if max(enc.ids) >= cfg.vocab_size:
         raise ValueError(
             f"vocab_size={cfg.vocab_size} is smaller than the tokenizer's vocabulary; use {max(enc.ids) + 1} or more."
@@ -155,26 +238,5 @@ def run(
     target = torch.device(device) if device is not None else model_device(model)
     if target != model_device(model):
         model = copy.deepcopy(model).to(target)  # a private copy: the shared model stays where it is
-    gen = torch.Generator(device=target).manual_seed(cfg.seed if seed is None else seed) if train else None
-    ids = torch.tensor([enc.ids], device=target)
-    seq = len(enc.ids)
-    with torch.inference_mode():
-        # The layers write their patterns straight into the trace's tensor: no stack copy, which at 512 tokens
-        # would move num_layers * num_heads MB of fresh memory.
-        attention = _empty_huge(cfg.num_layers, 1, cfg.num_heads, seq, seq, device=target)
-        emb = model.embed(ids, gen)
-        out, _, taps = model.forward_embedded(emb, None, gen, attention)
-    cpu = lambda t: t[0].float().cpu()  # noqa: E731  (a view, no copy, when already float32 on the CPU)
-    return Trace(
-        config=cfg,
-        text=text,
-        tokens=enc.tokens,
-        token_ids=enc.ids,
-        truncated=enc.truncated,
-        device=str(target),
-        train=train,
-        attention=cpu(attention.transpose(0, 1)),
-        hidden_states=torch.stack([cpu(emb)] + [cpu(t["output"]) for t in taps]),
-        taps=[{name: cpu(t[name]) for name in TAPS} for t in taps],
-        final=cpu(out) if model.final_ln is not None else None,
-    )
+    return trace_ids(model, enc.ids, enc.tokens, text=text, truncated=enc.truncated, max_tokens=limit, ablate=ablate,
+                     train=train, seed=seed)

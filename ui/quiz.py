@@ -12,7 +12,7 @@ import torch
 
 from encoder.config import EncoderConfig
 from encoder.model import Encoder
-from encoder.trace import Trace
+from encoder.trace import Trace, trace_ids
 
 PAGES = ("attention", "dataflow", "activations", "compare", "position", "stability", "tokens")
 
@@ -167,20 +167,13 @@ def live_facts(model_or_trace: Encoder | Trace) -> dict[str, Any]:
     """Facts the quiz answers predict, read off a trace or (on 8 random tokens) off a model."""
     if isinstance(model_or_trace, Trace):
         trace = model_or_trace
-        cfg, attention, output, taps = trace.config, trace.attention, trace.output, trace.taps
-        seq = trace.seq_len
     elif isinstance(model_or_trace, Encoder):
-        model, cfg = model_or_trace, model_or_trace.cfg
-        seq = min(8, cfg.max_len)
-        gen = torch.Generator().manual_seed(cfg.seed)
-        ids = torch.randint(0, cfg.vocab_size, (1, seq), generator=gen).to(next(model.parameters()).device)
-        with torch.inference_mode():
-            out, patterns, layer_taps = model(ids)
-        attention = torch.stack([p[0] for p in patterns]).float().cpu()  # (L, H, T, T)
-        output = out[0].float().cpu()
-        taps = [{k: v[0].float().cpu() for k, v in t.items()} for t in layer_taps]
+        cfg = model_or_trace.cfg
+        ids = torch.randint(0, cfg.vocab_size, (min(8, cfg.max_len),), generator=torch.Generator().manual_seed(cfg.seed))
+        trace = trace_ids(model_or_trace, ids.tolist(), [str(i) for i in ids.tolist()], text="random ids")
     else:
         raise ValueError(f"live_facts needs an Encoder or a Trace, not {type(model_or_trace).__name__}.")
+    cfg, attention, output, taps, seq = trace.config, trace.attention, trace.output, trace.taps, trace.seq_len
     upper = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)  # keys to the right of the query
     lower = torch.tril(torch.ones(seq, seq, dtype=torch.bool), diagonal=-1)
     first = taps[0]

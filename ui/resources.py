@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
+import sys
 from collections.abc import Callable
 
 import torch
@@ -24,9 +26,10 @@ def param_count(cfg: EncoderConfig) -> int:
 
 
 def trace_floats(cfg: EncoderConfig, seq: int) -> int:
-    """Floats kept by one trace: 8 taps of (seq, d_model), ffn_hidden, attention, hidden states."""
+    """Floats kept by one trace: 8 taps of (seq, d_model), ffn_hidden, attention, per-head taps, hidden states."""
     d, h = cfg.d_model, cfg.num_heads
-    per_layer = 8 * seq * d + seq * cfg.d_ff + h * seq * seq
+    # Per-head taps: q, k, v are views of the fused (seq, 3 d_model) projection, z a view of concat (seq, d_model).
+    per_layer = 8 * seq * d + seq * cfg.d_ff + h * seq * seq + 4 * seq * d
     return cfg.num_layers * per_layer + (cfg.num_layers + 2) * seq * d
 
 
@@ -59,6 +62,24 @@ def check_budget(cfg: EncoderConfig, seq: int | None = None) -> dict[str, int]:
             f"Lower num_layers, d_model or d_ff (or an operator can raise {BUDGET_ENV})."
         )
     return est
+
+
+def return_freed_memory() -> bool:
+    """Ask glibc to give freed tensor memory back to the system at once; True if it agreed.
+
+    By default glibc raises its mmap threshold up to 32 MB after the first large free, so a trace's many 1-30 MB
+    tensors land in heap arenas (one per script thread) and, once freed, stay in the process: a server that
+    evicted traces kept growing by ~200 MB in tests/app/test_memory.py. A fixed threshold keeps every buffer over
+    128 kB in its own mapping, unmapped when freed, and two arenas stop per-thread fragmentation.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_mmap_threshold, m_arena_max = -3, -8  # malloc.h
+    return bool(libc.mallopt(m_mmap_threshold, 128 * 1024)) and bool(libc.mallopt(m_arena_max, 2))
 
 
 def _mb(n: int) -> str:

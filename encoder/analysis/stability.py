@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from ..config import EncoderConfig
 from ..model import Encoder, build_model
-from ..trace import Trace
+from ..trace import Trace, trace_ids
 
 GROUPS = ("W_Q", "W_K", "W_V", "W_O", "W1", "W2")
 RUN_LABELS = ("Post-LN, no warm-up", "Post-LN with warm-up", "Pre-LN, no warm-up")
@@ -249,25 +249,8 @@ def trained_trace(result: TrainResult, tokens: list[int] | None = None, seed: in
     cfg = result.config
     if not ids or len(ids) > cfg.max_len or min(ids) < 0 or max(ids) >= cfg.vocab_size:
         raise ValueError(f"tokens must be 1 to {cfg.max_len} ids from 0 to {cfg.vocab_size - 1}.")
-    x = torch.tensor([ids])
-    with torch.inference_mode():
-        emb = result.model.embed(x)
-        out, patterns, taps = result.model.forward_embedded(emb)
-    first = lambda t: t[0].float().clone()  # noqa: E731
     labels = token_labels(ids)
-    return Trace(
-        config=cfg,
-        text=" ".join(labels),
-        tokens=labels,
-        token_ids=ids,
-        truncated=False,
-        device="cpu",
-        train=False,
-        attention=torch.stack([first(p) for p in patterns]),  # (L, H, T, T)
-        hidden_states=torch.stack([first(emb)] + [first(t["output"]) for t in taps]),
-        taps=[{name: first(v) for name, v in t.items()} for t in taps],
-        final=first(out) if result.model.final_ln is not None else None,
-    )
+    return trace_ids(result.model, ids, labels, text=" ".join(labels))
 
 
 def reversal_heads(result: TrainResult, seed: int = 0) -> pd.DataFrame:

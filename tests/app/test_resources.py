@@ -26,6 +26,10 @@ def test_trace_estimate_matches_a_real_trace():
     trace = run(build_model(cfg), "one two three four five")
     kept = sum(t.numel() for layer in trace.taps for t in layer.values())
     kept += trace.attention.numel() + trace.hidden_states.numel()
+    # Per-head taps by the memory they hold: q, k, v share the fused projection's storage, z shares concat's.
+    heads = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for layer in trace.heads for t in layer.values()}
+    assert len(heads) == 2 * cfg.num_layers
+    kept += sum(heads.values()) // 4
     # The estimate keeps one more (seq, d_model) slot for a final LayerNorm's output.
     assert resources.trace_floats(cfg, trace.seq_len) == kept + trace.seq_len * cfg.d_model
 

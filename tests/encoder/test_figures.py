@@ -204,7 +204,7 @@ def test_histogram_counts_finite_values_and_reports_dropped(small):
     bad = taps[1]["ffn"].clone()
     bad[0, 0], bad[2, 5] = float("nan"), float("inf")
     taps[1]["ffn"] = bad
-    trace = dataclasses.replace(small, taps=taps, _stats=[])
+    trace = dataclasses.replace(small, taps=taps)
     fig = figures.tap_histogram(trace, 1, "ffn", bins=30)
     assert int(np.sum(fig.data[0].y)) == bad.numel() - 2 and len(fig.data[0].y) == 30
     assert "2 NaN/Inf dropped" in fig.layout.title.text

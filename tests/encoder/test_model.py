@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoder import TAPS, EncoderConfig, build_model, pick_device
-from encoder.model import sinusoidal_table
+from encoder.model import HEAD_TAPS, sinusoidal_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = dict(d_model=32, num_heads=4, d_ff=48, num_layers=3, dropout=0.0, vocab_size=64, max_len=16)
@@ -257,7 +257,7 @@ def test_residual_identities(norm, activation):
     with torch.no_grad():
         out, patterns, taps = model(ids)
         for i, (layer, t) in enumerate(zip(model.layers, taps, strict=True)):
-            assert set(t) == set(TAPS)
+            assert set(t) == {*TAPS, *HEAD_TAPS}
             same = lambda a, b: torch.testing.assert_close(a, b, rtol=0, atol=1e-6)  # noqa: E731
             if norm == "post":
                 same(t["attn"], layer.attn(t["input"], None)[0])

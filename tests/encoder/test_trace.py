@@ -1,5 +1,7 @@
 """run(model, text) -> Trace: shapes, tokens, truncation, statistics, NaN/Inf tracking, and no shared state touched."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -166,6 +168,17 @@ def test_nonfinite_values_are_counted_and_located(poison, where, value):
 
 def test_clean_run_has_no_nonfinite(trace):
     assert trace.first_nonfinite() is None
+
+
+def test_replaced_taps_get_their_own_statistics(trace):
+    assert trace.stats()["nonfinite"].sum() == 0  # computed and cached on the original first
+    taps = [dict(layer) for layer in trace.taps]
+    taps[1]["norm1"] = torch.full_like(taps[1]["norm1"], float("nan"))
+    poisoned = dataclasses.replace(trace, taps=taps)
+    stats = poisoned.stats().set_index(["layer", "tap"])
+    assert stats.loc[(1, "norm1"), "nonfinite"] == taps[1]["norm1"].numel()
+    assert poisoned.first_nonfinite() == (1, "norm1")
+    assert trace.stats()["nonfinite"].sum() == 0 and trace.first_nonfinite() is None
 
 
 # --- no shared state touched --------------------------------------------------------------------------------
