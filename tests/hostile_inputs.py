@@ -13,7 +13,7 @@ _PARAGRAPH = (
     "each with multi-head self-attention and a position-wise feed-forward network, wrapped in residual "
     "connections and layer normalisation. "
 )
-LONG_PARAGRAPH = (_PARAGRAPH * (20_000 // len(_PARAGRAPH) + 1))[:20_000]  # exactly the app's MAX_TEXT_CHARS
+LONG_PARAGRAPH = (_PARAGRAPH * (20_000 // len(_PARAGRAPH) + 1))[:20_000]  # four times the app's cap: cut with a message
 
 HOSTILE: list[tuple[str, str]] = [
     # empty and blank

@@ -1,33 +1,41 @@
-"""Streamlit glue shared by the frame (app.py) and the pages: caches, session settings and small widgets.
+"""Streamlit glue shared by the frame (app.py) and the pages: the frame's model and trace, caches, small widgets.
 
-The encoder library never imports Streamlit; this module is the only place where the two meet.
+The encoder library never imports Streamlit; this package is the only place where the two meet. Settings live in
+ui/state.py's store; tensors live only in ui/caches.py's byte-bounded cache. A session keeps keys, never tensors.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
-import threading
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
 import torch
 
 import encoder
+from encoder.analysis import position
 from encoder.analysis.variants import variant
 from encoder.tokenizer import pretrained_available
 from encoder.viz import figures  # noqa: F401 (imported before gc.freeze below, with plotly and pandas)
-from ui import settings
-from ui.checkpoints import checkpoint_dir, list_checkpoints
-from ui.resources import check_budget, run_with_cpu_fallback
 
-PAGE_KEY = "frame"
+from . import settings, state
+from .caches import CACHE
+from .checkpoints import checkpoint_dir, list_checkpoints
+from .resources import check_budget, return_freed_memory, run_with_cpu_fallback
+from .state import widget
+
+__all__ = ["Frame", "frame", "need_trace", "widget", "state", "settings", "fragment", "guard", "caption", "literal"]
+_log = logging.getLogger("encoder_explorer")
 
 
 @dataclasses.dataclass(frozen=True)
 class Frame:
-    """What the frame computed this run; pages read it from st.session_state."""
+    """What this run shows: the settings, the model and its trace. Built per run; never stored in the session."""
 
     values: dict[str, Any]
     config: encoder.EncoderConfig | None
@@ -36,6 +44,7 @@ class Frame:
     model: encoder.Encoder | None
     trace: encoder.Trace | None
     problem: str  # why there is no trace (empty sentence, impossible config...), shown by pages that need one
+    level: str = "info"  # how to show the problem: "info" (a prompt) or "error"
 
     @property
     def present(self) -> bool:
@@ -72,62 +81,148 @@ def model_choices() -> list[str]:
     return choices + [settings.CHECKPOINT_PREFIX + name for name in list_checkpoints()]
 
 
-@st.cache_resource(max_entries=3, show_spinner="Building the model…")
+def check_url_values(values: dict[str, Any]) -> list[str]:
+    """Fix settings from a link that this server cannot honour (a device or model it lacks); say what changed."""
+    problems = []
+    if values["device"] not in available_devices():
+        problems.append(f"The device {values['device']!r} is not available here; using auto.")
+        values["device"] = "auto"
+    choices = model_choices()
+    if values["model"] not in choices:
+        problems.append(f"The model {values['model']!r} is not available here; using {model_label(choices[0])}.")
+        values["model"] = choices[0]
+    return problems
+
+
 def get_model(model_key: str, device: str) -> encoder.Encoder:
     """One shared, never-mutated model per (model, device).
 
     model_key: "pretrained", "ckpt:<name>" (a folder of the operator's models directory), or a config's JSON.
     """
-    if model_key == settings.PRETRAINED:
-        return encoder.load_pretrained(device=device)
-    if model_key.startswith(settings.CHECKPOINT_PREFIX):
-        folder = checkpoint_dir(model_key.removeprefix(settings.CHECKPOINT_PREFIX))
-        return encoder.load_pretrained(folder, device=device)
-    cfg = encoder.EncoderConfig.from_dict(json.loads(model_key))
-    check_budget(cfg)
-    return encoder.build_model(cfg, device=device)
+    def build() -> encoder.Encoder:
+        if model_key == settings.PRETRAINED:
+            return encoder.load_pretrained(device=device)
+        if model_key.startswith(settings.CHECKPOINT_PREFIX):
+            return encoder.load_pretrained(checkpoint_dir(model_key.removeprefix(settings.CHECKPOINT_PREFIX)), device=device)
+        cfg = encoder.EncoderConfig.from_dict(json.loads(model_key))
+        check_budget(cfg)
+        return encoder.build_model(cfg, device=device)
+
+    return CACHE.get(("model", model_key, device), build)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Running the encoder…")
 def get_trace(model_key: str, device: str, text: str, train: bool) -> encoder.Trace:
     """One forward pass per (model, device, sentence, mode); layer/head changes reuse it."""
-    return run_with_cpu_fallback(lambda dev: get_model(model_key, dev), device, text, train)
+    return CACHE.get(("trace", model_key, device, text, train),
+                     lambda: run_with_cpu_fallback(lambda dev: get_model(model_key, dev), device, text, train))
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
-def get_variant(model_key: str, device: str, changes: tuple[tuple[str, str], ...]) -> encoder.Encoder:
+def get_variant(model_key: str, device: str, changes: tuple[tuple[str, Any], ...]) -> encoder.Encoder:
     """The cached model under a changed config (e.g. (("norm", "pre"),)), sharing its weights."""
-    return variant(get_model(model_key, device), **dict(changes))
+    if not changes:
+        return get_model(model_key, device)
+
+    def build() -> encoder.Encoder:
+        base = get_model(model_key, device)
+        check_budget(base.cfg.replace(**dict(changes)))
+        return variant(base, **dict(changes))
+
+    return CACHE.get(("variant", model_key, device, changes), build)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Running the encoder…")
-def get_variant_trace(model_key: str, device: str, norm: str, text: str, train: bool) -> encoder.Trace:
-    return encoder.run(get_variant(model_key, device, (("norm", norm),)), text, train=train)
+def get_variant_trace(model_key: str, device: str, changes: tuple[tuple[str, Any], ...], text: str,
+                      train: bool) -> encoder.Trace:
+    return CACHE.get(("variant-trace", model_key, device, changes, text, train),
+                     lambda: encoder.run(get_variant(model_key, device, changes), text, train=train))
 
 
-@st.cache_resource(show_spinner=False)
-def training_store() -> dict:
-    """Training results shared by every session, so a class that opens the page sees the runs at once."""
-    return {"lock": threading.Lock(), "runs": {}}
+def get_permutation_check(model_key: str, device: str, changes: tuple[tuple[str, Any], ...], text: str,
+                          seed: int) -> position.PermutationResult:
+    """The Position page's shuffle proof, computed once per (model, sentence, shuffle)."""
+    return CACHE.get(("permutation", model_key, device, changes, text, seed),
+                     lambda: position.permutation_check(get_variant(model_key, device, changes), text, seed))
 
 
-def frame() -> Frame:
-    """The frame's state for this run; a page opened on its own (without app.py) gets a friendly stop."""
-    state = st.session_state.get(PAGE_KEY)
-    if state is None:
-        st.info("This view opens from the Encoder Explorer home page.")
-        st.page_link("app.py", label="Open Encoder Explorer")
-        st.stop()
-    return state
+def model_key_of(values: dict[str, Any]) -> str:
+    """The model's cache key for these settings; raises the config's ValueError for an impossible custom model."""
+    if values["model"] == settings.CUSTOM:
+        return settings.config_from(values).to_json()
+    return values["model"]
+
+
+def frame(values: dict[str, Any] | None = None) -> Frame:
+    """The model and trace that the settings (default: this session's) describe, from the caches."""
+    if values is None:
+        if state.get("model") not in model_choices():  # e.g. a checkpoint folder removed while the session was open
+            state.put("model", model_choices()[0])
+        values = state.store()
+    values = dict(values)
+    device = resolve_device(values["device"])
+    model_key, model, trace, problem, level = values["model"], None, None, "", "info"
+    try:
+        model_key = model_key_of(values)
+        with st.spinner("Building the model…", show_time=True):
+            model = get_model(model_key, device)
+        if values["text"].strip():
+            with st.spinner("Running the encoder…", show_time=True):
+                trace = get_trace(model_key, device, values["text"], values["train"])
+        else:
+            problem = "Type a sentence above, or pick an example, to see the encoder at work."
+    except ValueError as err:
+        problem, level = str(err), "error"
+    except (RuntimeError, MemoryError) as err:
+        _log.warning("forward pass failed: %r", err)
+        problem, level = (f"The encoder could not run this input ({type(err).__name__}). "
+                          "Try a shorter sentence or a smaller model."), "error"
+    return Frame(values=values, config=model.cfg if model is not None else None, model_key=model_key, device=device,
+                 model=model, trace=trace, problem=problem, level=level)
+
+
+def trace_lookup(fr: Frame) -> Callable[[], encoder.Trace]:
+    """A function that fetches the frame's trace by its key: for work done later (downloads), holding no tensor."""
+    key = (fr.model_key, fr.device, fr.values["text"], fr.values["train"])
+    return lambda: get_trace(*key)
 
 
 def need_trace() -> tuple[Frame, encoder.Trace]:
-    """The frame and its trace; when there is none, say why and stop this page."""
+    """The frame and its trace; when there is none, stop this page (the frame above already said why)."""
     fr = frame()
     if fr.trace is None:
-        st.info(fr.problem or "Type a sentence above to see the encoder at work.")
         st.stop()
     return fr, fr.trace
+
+
+def show_problem(fr: Frame) -> None:
+    if fr.level == "error":
+        st.error(literal(fr.problem), icon=":material/error:")
+    else:
+        st.info(literal(fr.problem or "Type a sentence above to see the encoder at work."), icon=":material/edit:")
+
+
+PAGE_FAILED = ("This view ran into a problem it could not show. The sidebar and the other pages still work: change a "
+               "setting, or open another page.")
+
+
+def guard(body: Callable[[], Any]) -> Any:
+    """Run a page (or a fragment) so that a failure shows one short message here and breaks nothing else."""
+    try:
+        return body()
+    except Exception:  # Streamlit's stop and rerun are BaseExceptions and pass through
+        _log.exception("a page failed")
+        st.error(PAGE_FAILED, icon=":material/sentiment_dissatisfied:")
+        return None
+
+
+def fragment(body: Callable[[], None]) -> Callable[[], None]:
+    """st.fragment that keeps the URL in step with the store and cannot take the session down."""
+    @st.fragment
+    @functools.wraps(body)
+    def run() -> None:
+        state.sync_url()
+        guard(body)
+        state.sync_url()
+
+    return run
 
 
 def literal(text: str) -> str:
@@ -144,32 +239,23 @@ _PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 def caption(text: str) -> None:
     """An explanatory caption; hidden in presentation mode for clean slides."""
-    if not frame().present:
+    if not state.get("present"):
         st.caption(text)
 
 
-def clamp(key: str, hi: int, lo: int = 0) -> None:
-    """Keep a stored widget value inside a range that depends on the current model."""
-    value = st.session_state.get(key, settings.SETTINGS[key].default)
-    st.session_state[key] = min(max(value, lo), hi)
-
-
-def layer_slider(num_layers: int, container: Any = st) -> int:
+def layer_slider(num_layers: int, where: Any = None) -> int:
+    """The Layer slider for a model with num_layers; with one layer there is nothing to choose."""
     if num_layers == 1:
-        st.session_state["layer"] = 0
+        state.put("layer", 0)
         return 0
-    clamp("layer", num_layers - 1)
-    return container.slider("Layer", 0, num_layers - 1, key="layer")
+    return widget("layer", where, hi=num_layers - 1)
 
 
-def sync_url() -> None:
-    """Write the non-default settings into the URL so a copied link reopens this exact view."""
-    values = {k: st.session_state[k] for k in settings.SETTINGS if k in st.session_state}
-    wanted = settings.to_query(values)
-    if dict(st.query_params) != wanted:
-        st.query_params.from_dict(wanted)
+def head_select(num_heads: int, where: Any = None, **extra: Any) -> int:
+    return widget("head", where, options=range(num_heads), **extra)
 
 
+return_freed_memory()
 # The process's long-lived objects (torch, plotly's validators, pandas: ~270k) move out of the garbage collector's
 # view, once, at the first import: a full collection then takes ~0 ms instead of ~150 ms on these 2-core machines.
 gc.freeze()

@@ -7,6 +7,9 @@ with a sentence saying which and why: a mangled link never breaks the app.
 
 from __future__ import annotations
 
+import base64
+import urllib.parse
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,17 +34,34 @@ EXAMPLES = {
         "information from all the others, which is why the encoder is called bidirectional."
     ),
 }
-MAX_TEXT_CHARS = 20_000  # longer input is cut before tokenizing; the model truncates at max_len tokens anyway
+# Longer input is cut with a message. The model reads at most 512 tokens (about 2,500 characters of English), and
+# a cap keeps every link the app writes openable: 5,000 characters of 4-byte emoji are at most ~27 kB in a link.
+MAX_TEXT_CHARS = 5_000
+TEXT_KEYS = ("text", "text_b", "sentences")
+PACKED = "~"  # a URL value that starts with this is the text deflated and base64url-encoded
+PACK_ABOVE = 1_500  # characters of percent-encoded text above which the packed form is tried
+
+
+WIDGETS = ("radio", "select_slider", "slider", "selectbox", "toggle", "checkbox", "number", "segmented", "text_area",
+           "text_input", "")
 
 
 @dataclass(frozen=True)
 class Setting:
+    """One setting: what it may hold, its default, and how its widget looks. Every widget of the app is drawn from here."""
+
     key: str
     default: Any
     kind: type  # int, float, str or bool
     options: tuple | None = None  # allowed values, or None for a range
     lo: float | None = None
     hi: float | None = None
+    label: str = ""  # the widget's label; "" for a setting no widget shows directly
+    widget: str = ""  # one of WIDGETS
+    names: Mapping[Any, str] | None = None  # what an option is called on screen, when not str(option)
+    step: float | None = None
+    help: str | None = None
+    captions: tuple[str, ...] | None = None  # radio only: one line under each option
 
     def parse(self, raw: str) -> Any:
         """Convert one URL value, or raise ValueError saying what is allowed."""
@@ -66,64 +86,106 @@ class Setting:
                     raise ValueError("expected a whole number")
                 value = int(number)
             else:
-                value = round(number, 4)
+                value = round(number, 12) if self.options is not None else round(number, 4)
         if self.options is not None and value not in self.options:
-            shown = ", ".join(str(o) for o in self.options[:12])
+            shown = ", ".join(self.format(o) for o in self.options[:12])
             raise ValueError(f"choose one of {shown}")
         if self.lo is not None and not self.lo <= value <= self.hi:
             raise ValueError(f"choose a value from {self.lo:g} to {self.hi:g}")
         return value
 
     def format(self, value: Any) -> str:
+        """The value as it stands in the URL."""
         if self.kind is bool:
             return "true" if value else "false"
+        if self.kind is float:
+            return f"{value:g}"
         return str(value)
+
+    def show(self, value: Any) -> str:
+        """The value as its widget shows it."""
+        if self.names is not None and value in self.names:
+            return self.names[value]
+        return self.format(value) if self.kind is float else str(value)
 
 
 D_MODEL_OPTIONS = (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 HEAD_OPTIONS = (1, 2, 3, 4, 6, 8, 12, 16)
 D_FF_OPTIONS = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
+EPS_OPTIONS = (1e-12, 1e-6, 1e-5)  # BERT's, Keras's (seed 002) and PyTorch's default LayerNorm epsilon
 MAX_LAYERS = 24
 LR_OPTIONS = (0.0003, 0.001, 0.003, 0.01)
 MAX_SEED = 2**31 - 1
+TAP_NAMES = ("input", "attn", "add1", "norm1", "ffn_hidden", "ffn", "add2", "norm2", "output")
+NORM_LABELS = {"post": "Post-LN (original paper)", "pre": "Pre-LN"}
+VIEW_LABELS = {"head": "One head", "layer": "All heads of a layer", "model": "Model view (layers × heads)"}
+COMPARE_LABELS = {"norm": "Post-LN vs Pre-LN (same weights)", "sentences": "Two sentences (same model)"}
+SCALE_LABELS = {"fixed": "0 to 1", "auto": "Auto", "row": "Per row"}
 
 _base = EncoderConfig()
 SETTINGS: dict[str, Setting] = {
     s.key: s
     for s in (
-        Setting("model", PRETRAINED, str),  # pretrained, custom, or ckpt:<name>; checked against what exists
-        Setting("text", DEFAULT_SENTENCE, str),
-        Setting("d_model", _base.d_model, int, D_MODEL_OPTIONS),
-        Setting("num_heads", _base.num_heads, int, HEAD_OPTIONS),
-        Setting("d_ff", _base.d_ff, int, D_FF_OPTIONS),
-        Setting("num_layers", _base.num_layers, int, None, 1, MAX_LAYERS),
-        Setting("dropout", _base.dropout, float, None, 0.0, 0.5),
-        Setting("activation", _base.activation, str, ("relu", "gelu")),
-        Setting("norm", _base.norm, str, ("post", "pre")),
-        Setting("positional", _base.positional, str, ("sinusoidal", "learned", "none")),
-        Setting("final_norm", False, bool),
-        Setting("seed", _base.seed, int, None, 0, MAX_SEED),
-        Setting("train", False, bool),
-        Setting("device", "auto", str, ("auto", "cpu", "cuda", "mps")),
-        Setting("present", False, bool),
-        Setting("view", "head", str, ("head", "layer", "model")),
-        Setting("layer", 3, int, None, 0, MAX_LAYERS - 1),  # pretrained layer 3, head 1: "it" attends to "animal"
-        Setting("head", 1, int, None, 0, max(HEAD_OPTIONS) - 1),
-        Setting("avg", False, bool),
-        Setting("hide_special", False, bool),
-        Setting("tap", "output", str, ("input", "attn", "add1", "norm1", "ffn_hidden", "ffn", "add2", "norm2", "output")),
-        Setting("overlay", True, bool),
-        Setting("compare", "norm", str, ("norm", "sentences")),
-        Setting("text_b", SECOND_SENTENCE, str),
-        Setting("word", "it", str),
-        Setting("step", 0, int, None, 0, 30),
-        Setting("depth", 12, int, (2, 4, 6, 12, 24)),
-        Setting("lr", 0.003, float, LR_OPTIONS),
-        Setting("train_steps", 200, int, (50, 100, 200, 300, 500)),  # stability.STEPS
-        Setting("train_layers", 6, int, (2, 4, 6)),
+        # The model and the sentence (sidebar and the frame).
+        Setting("model", PRETRAINED, str, label="Model", widget="radio"),  # options: what exists on this server
+        Setting("text", DEFAULT_SENTENCE, str, label="Sentence", widget="text_area"),
+        Setting("d_model", _base.d_model, int, D_MODEL_OPTIONS, label="d_model (width)", widget="select_slider"),
+        Setting("num_heads", _base.num_heads, int, HEAD_OPTIONS, label="Heads (num_heads)", widget="select_slider"),
+        Setting("d_ff", _base.d_ff, int, D_FF_OPTIONS, label="d_ff (FFN width)", widget="select_slider",
+                help="Usually 4 × d_model."),
+        Setting("num_layers", _base.num_layers, int, None, 1, MAX_LAYERS, label="Layers (num_layers)", widget="slider"),
+        Setting("dropout", _base.dropout, float, None, 0.0, 0.5, label="Dropout", widget="slider", step=0.05),
+        Setting("activation", _base.activation, str, ("relu", "gelu"), label="Activation", widget="radio",
+                names={"relu": "ReLU", "gelu": "GELU"}),
+        Setting("norm", _base.norm, str, ("post", "pre"), label="Norm placement", widget="radio", names=NORM_LABELS,
+                captions=("LayerNorm after each residual add; needs learning-rate warm-up to train.",
+                          "LayerNorm inside each residual branch; trains stably without warm-up.")),
+        Setting("positional", _base.positional, str, ("sinusoidal", "learned", "none"), label="Positional encoding",
+                widget="selectbox"),
+        Setting("final_norm", False, bool, label="Final LayerNorm after the stack", widget="checkbox",
+                help="Pre-LN stacks usually end with one."),
+        Setting("layer_norm_eps", _base.layer_norm_eps, float, EPS_OPTIONS, label="LayerNorm epsilon", widget="selectbox",
+                names={1e-12: "1e-12 (BERT)", 1e-6: "1e-6 (Keras)", 1e-5: "1e-5 (PyTorch)"}),
+        Setting("seed", _base.seed, int, None, 0, MAX_SEED, label="Seed", widget="number", step=1),
+        Setting("train", False, bool, label="Training mode (dropout on)", widget="toggle",
+                help="Eval mode is the default: dropout is the identity."),
+        Setting("device", "auto", str, ("auto", "cpu", "cuda", "mps"), label="Device", widget="selectbox"),
+        Setting("present", False, bool, label="Presentation mode", widget="toggle",
+                help="Bigger fonts, no explanatory captions, the sidebar folded away: for projecting."),
+        # Page settings.
+        Setting("view", "head", str, tuple(VIEW_LABELS), label="View", widget="segmented", names=VIEW_LABELS),
+        Setting("layer", 3, int, None, 0, MAX_LAYERS - 1, label="Layer", widget="slider"),  # pretrained L3 H1: "it" -> "animal"
+        Setting("head", 1, int, None, 0, max(HEAD_OPTIONS) - 1, label="Head", widget="selectbox"),
+        Setting("avg", False, bool, label="Average of heads", widget="toggle"),
+        Setting("hide_special", False, bool, label="Hide [CLS] / [SEP]", widget="toggle"),
+        Setting("scale", "fixed", str, tuple(SCALE_LABELS), label="Colour scale", widget="segmented", names=SCALE_LABELS,
+                help="0 to 1 keeps heads comparable; auto stretches to this map's largest weight; per row stretches "
+                     "each row to its own largest weight."),
+        Setting("tap", "output", str, TAP_NAMES, label="Tap", widget="selectbox"),
+        Setting("overlay", True, bool, label="Overlay live statistics", widget="toggle"),
+        Setting("compare", "norm", str, tuple(COMPARE_LABELS), label="Compare", widget="segmented", names=COMPARE_LABELS),
+        Setting("text_b", SECOND_SENTENCE, str, label="Second sentence", widget="text_area"),
+        Setting("word", "it", str, label="Token to follow", widget="text_input"),
+        Setting("step", 0, int, None, 0, 30),  # moved by the Previous / Next buttons
+        Setting("shuffle", 0, int, None, 0, 10_000),  # moved by the Shuffle button
+        Setting("depth", 12, int, (2, 4, 6, 12, 24), label="Depth (num_layers)", widget="select_slider"),
+        Setting("lr", 0.003, float, LR_OPTIONS, label="Peak learning rate", widget="select_slider"),
+        Setting("train_steps", 200, int, (50, 100, 200, 300, 500), label="Training steps", widget="select_slider"),
+        Setting("train_layers", 6, int, (2, 4, 6), label="Layers", widget="select_slider"),
+        Setting("run", "", str, label="Run", widget="selectbox"),  # a trained run on Training stability; "" = best
+        Setting("quiz", "", str),  # one character per question: its chosen option, or "-"
+        # Inside a head (issue 12).
+        Setting("query", 0, int, None, 0, 4095, label="Query token", widget="selectbox"),
+        # What the encoder is for (issue 13).
+        Setting("pool", "mean", str, ("mean", "cls"), label="Pooling", widget="segmented",
+                names={"mean": "Mean of tokens", "cls": "[CLS] vector"}),
+        Setting("sentences", "", str, label="More sentences, one per line", widget="text_area"),
+        Setting("ablate", "", str),  # knock-outs, e.g. "3.1,4.attn": layer.head or layer.attn / layer.ffn
     )
 }
-CONFIG_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "activation", "norm", "positional", "final_norm", "seed")
+CONFIG_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "activation", "norm", "positional", "final_norm",
+               "layer_norm_eps", "seed")
+SIDEBAR_KEYS = ("train", "device", "present")  # drawn for every model; CONFIG_KEYS only for the custom one
 
 
 def defaults() -> dict[str, Any]:
@@ -140,15 +202,19 @@ def from_query(params: Mapping[str, Iterable[str] | str]) -> tuple[dict[str, Any
         raws = [raw] if isinstance(raw, str) else list(raw)
         setting = SETTINGS.get(key)
         if setting is None:
-            problems.append(f"Ignored the unknown URL parameter {key!r}.")
+            problems.append(f"Ignored the unknown URL parameter {_short(key)}.")
             continue
         if not raws:
             continue
         if len(raws) > 1:
             problems.append(f"The URL gives {key!r} {len(raws)} times; the last value is used.")
-        if key in ("text", "text_b") and len(raws[-1]) > MAX_TEXT_CHARS:
-            problems.append(f"The sentence in the URL was cut to its first {MAX_TEXT_CHARS:,} characters.")
-            raws[-1] = raws[-1][:MAX_TEXT_CHARS]
+        if key in TEXT_KEYS:
+            text = unpack_text(raws[-1])
+            if len(text) > MAX_TEXT_CHARS:
+                problems.append(f"The sentence in the URL was cut to its first {MAX_TEXT_CHARS:,} characters.")
+                text = text[:MAX_TEXT_CHARS]
+            values[key] = text
+            continue
         try:
             values[key] = setting.parse(raws[-1])
         except ValueError as err:
@@ -158,12 +224,36 @@ def from_query(params: Mapping[str, Iterable[str] | str]) -> tuple[dict[str, Any
 
 
 def to_query(values: Mapping[str, Any]) -> dict[str, str]:
-    """The settings that differ from their defaults, as URL query parameters."""
+    """The settings that differ from their defaults, as URL query parameters; long text is packed."""
     out = {}
     for key, setting in SETTINGS.items():
         if key in values and values[key] != setting.default:
-            out[key] = setting.format(values[key])
+            out[key] = pack_text(values[key]) if key in TEXT_KEYS else setting.format(values[key])
     return out
+
+
+def pack_text(text: str) -> str:
+    """Text as it goes into a link: as typed, or deflated and base64url-encoded when that is shorter."""
+    plain = urllib.parse.quote(text, safe="")
+    if len(plain) <= PACK_ABOVE and not text.startswith(PACKED):
+        return text
+    packed = PACKED + base64.urlsafe_b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii").rstrip("=")
+    return packed if len(packed) < len(plain) or text.startswith(PACKED) else text
+
+
+def unpack_text(raw: str) -> str:
+    """The text a link carries; a value that only looks packed is taken literally."""
+    if not raw.startswith(PACKED):
+        return raw
+    try:
+        data = base64.urlsafe_b64decode(raw[1:] + "=" * (-len(raw[1:]) % 4))
+        unzip = zlib.decompressobj()
+        text = unzip.decompress(data, 4 * MAX_TEXT_CHARS + 4)  # a bound: no zip bomb reaches memory
+        if unzip.unconsumed_tail or not unzip.eof:
+            return raw
+        return text.decode("utf-8")
+    except (ValueError, zlib.error, UnicodeDecodeError):
+        return raw
 
 
 def config_from(values: Mapping[str, Any]) -> EncoderConfig:

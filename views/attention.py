@@ -5,23 +5,22 @@ import streamlit as st
 import ui
 from encoder.viz import figures
 
-fr, trace = ui.need_trace()
-VIEWS = {"head": "One head", "layer": "All heads of a layer", "model": "Model view (layers × heads)"}
+ui.need_trace()
 
 
-@st.fragment
+@ui.fragment
 def attention_view() -> None:
     """Re-runs alone when a layer/head widget changes: the model is not run again."""
-    view = st.segmented_control("View", list(VIEWS), format_func=VIEWS.get, key="view", required=True)
+    fr, trace = ui.need_trace()
+    view = ui.widget("view")
     cols = st.columns([3, 2, 2, 2], vertical_alignment="bottom")
-    hide = cols[3].toggle("Hide [CLS] / [SEP]", key="hide_special")
+    hide = ui.widget("hide_special", cols[3])
     if view == "model":
         fig = figures.model_view(trace, hide_special=hide)
         name = figures.export_name(trace, "model-view")
         ui.caption("Every head of every layer as a thumbnail (long inputs are block-averaged to keep the page light). "
                    "Rows are query tokens, columns the keys they attend to.")
         st.plotly_chart(fig, config=figures.png_config(name))
-        ui.sync_url()
         return
     layer = ui.layer_slider(trace.num_layers, cols[0])
     if view == "layer":
@@ -30,11 +29,9 @@ def attention_view() -> None:
         st.plotly_chart(fig, config=figures.png_config(name))
         ui.caption("Each head learns its own pattern: some look at the next or previous word, some at [SEP], "
                    "some at related words. With no mask, every token may attend to every other (bidirectional).")
-        ui.sync_url()
         return
-    ui.clamp("head", trace.num_heads - 1)
-    avg = cols[2].toggle("Average of heads", key="avg")
-    head = cols[1].selectbox("Head", range(trace.num_heads), key="head", disabled=avg)
+    avg = ui.widget("avg", cols[2])
+    head = ui.head_select(trace.num_heads, cols[1], disabled=avg)
     head_sel = None if avg else head
     fig = figures.attention_heatmap(trace, layer, head_sel, hide_special=hide, presentation=fr.present)
     name = figures.export_name(trace, f"L{layer}", "avg" if avg else f"H{head}")
@@ -42,11 +39,11 @@ def attention_view() -> None:
     ui.caption("Each row is one query token and shows softmax(QKᵀ/√d_k): how much it draws from each key token. "
                "Every row sums to 1. The camera button in the chart's toolbar saves a high-resolution PNG.")
     d1, d2, _ = st.columns([1, 1, 4])
-    d1.download_button("Download CSV", lambda: figures.attention_table(trace, layer, head_sel).to_csv(index=False),
+    get = ui.trace_lookup(fr)  # the downloads are built on click; they hold the trace's key, not the trace
+    d1.download_button("Download CSV", lambda: figures.attention_table(get(), layer, head_sel).to_csv(index=False),
                        file_name=f"{name}.csv", mime="text/csv", icon=":material/download:")
-    d2.download_button("Download JSON", lambda: figures.attention_json(trace, layer, head_sel),
+    d2.download_button("Download JSON", lambda: figures.attention_json(get(), layer, head_sel),
                        file_name=f"{name}.json", mime="application/json", icon=":material/download:")
-    ui.sync_url()
 
 
 attention_view()

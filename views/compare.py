@@ -6,17 +6,15 @@ import ui
 from encoder.analysis import variants
 from encoder.viz import figures
 from encoder.viz.teaching import token_attention
-from ui import settings
 
 fr, trace = ui.need_trace()
-MODES = {"norm": "Post-LN vs Pre-LN (same weights)", "sentences": "Two sentences (same model)"}
-st.segmented_control("Compare", list(MODES), format_func=MODES.get, key="compare", required=True)
+mode = ui.widget("compare")
 
 
 def placements() -> None:
     other = "pre" if trace.config.norm == "post" else "post"
     try:
-        twin = ui.get_variant_trace(fr.model_key, fr.device, other, trace.text, trace.train)
+        twin = ui.get_variant_trace(fr.model_key, fr.device, (("norm", other),), trace.text, trace.train)
     except (ValueError, RuntimeError) as err:
         st.error(f"Could not run the other placement: {err}")
         return
@@ -26,8 +24,7 @@ def placements() -> None:
                "after each residual add (the original paper); Pre-LN normalises each sub-layer's input.")
     cols = st.columns([3, 2, 2], vertical_alignment="bottom")
     layer = ui.layer_slider(trace.num_layers, cols[0])
-    ui.clamp("head", trace.num_heads - 1)
-    head = cols[1].selectbox("Head", range(trace.num_heads), key="head")
+    head = ui.head_select(trace.num_heads, cols[1])
     left, right = st.columns(2)
     for col, name, run in ((left, "Post-LN", post), (right, "Pre-LN", pre)):
         fig = figures.attention_heatmap(run, layer, head, presentation=fr.present)
@@ -46,18 +43,18 @@ def placements() -> None:
 
 
 def sentences() -> None:
-    st.text_area("Second sentence", key="text_b", max_chars=settings.MAX_TEXT_CHARS, height=68)
-    if not st.session_state["text_b"].strip():
+    text_b = ui.widget("text_b", height=68)
+    if not text_b.strip():
         st.info("Type a second sentence to compare with the first.")
         return
     try:
-        other = ui.get_trace(fr.model_key, fr.device, st.session_state["text_b"], trace.train)
+        other = ui.get_trace(fr.model_key, fr.device, text_b, trace.train)
     except (ValueError, RuntimeError) as err:
         st.error(str(err))
         return
     cols = st.columns([3, 2], vertical_alignment="bottom")
     layer = ui.layer_slider(trace.num_layers, cols[0])
-    word = cols[1].text_input("Token to follow", key="word", max_chars=40)
+    word = ui.widget("word", cols[1])
     ia, ib = variants.find_token(trace.tokens, word), variants.find_token(other.tokens, word)
     if ia is None or ib is None:
         st.info("Pick a token that appears in both sentences (as a WordPiece token, lowercase for this model).")
@@ -78,5 +75,7 @@ def sentences() -> None:
         st.caption("The sentences have different numbers of tokens, so there is no position-by-position difference.")
 
 
-placements() if st.session_state["compare"] == "norm" else sentences()
-ui.sync_url()
+if mode == "norm":
+    placements()
+else:
+    sentences()

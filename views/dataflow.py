@@ -8,12 +8,11 @@ from encoder.viz import diagram
 
 fr = ui.frame()
 if fr.config is None:
-    st.info(fr.problem or "Choose a valid configuration to see its diagram.")
-    st.stop()
+    st.stop()  # the frame above says why
 cfg, trace = fr.config, fr.trace
 
 cols = st.columns([2, 2, 3], vertical_alignment="bottom")
-overlay = cols[1].toggle("Overlay live statistics", key="overlay", disabled=trace is None)
+overlay = ui.widget("overlay", cols[1], disabled=trace is None)
 layer = ui.layer_slider(cfg.num_layers, cols[0])
 stats = trace.stats() if (trace is not None and overlay) else None
 if trace is not None and (bad := trace.first_nonfinite()) is not None:
@@ -53,4 +52,3 @@ with right:
     ui.caption(f"Parameters of one layer by sub-layer, and the floating-point operations of one layer for {seq} "
                "tokens (a multiply-add counts as 2). The FFN holds about two thirds of a layer's weights when "
                "d_ff = 4 × d_model; attention scores grow with the square of the sentence length.")
-ui.sync_url()

@@ -10,7 +10,6 @@ from encoder.viz.teaching import grad_norm_chart
 
 fr, trace = ui.need_trace()
 cfg = trace.config
-ss = st.session_state
 
 st.subheader("The positional encoding of this model")
 table = position.pe_table(cfg, trace.seq_len, fr.model)
@@ -29,14 +28,14 @@ else:
 st.subheader("Shuffle the words")
 ui.caption("Attention is a weighted sum, so without positional information each layer is blind to order: "
            "shuffling the input only shuffles the outputs and the rows and columns of every attention map.")
-if st.button("Shuffle again", icon=":material/shuffle:"):
-    ss["shuffle_seed"] = ss.get("shuffle_seed", 0) + 1
-seed = ss.get("shuffle_seed", 0)
+seed = ui.state.get("shuffle")
+st.button("Shuffle again", icon=":material/shuffle:", on_click=ui.state.put, args=("shuffle", (seed + 1) % 10_000))
 try:
-    blind = ui.get_variant(fr.model_key, fr.device, (("positional", "none"),))
-    runs = {f"this model (positional = {cfg.positional})": position.permutation_check(fr.model, trace.text, seed)}
+    runs = {f"this model (positional = {cfg.positional})":
+            ui.get_permutation_check(fr.model_key, fr.device, (), trace.text, seed)}
     if cfg.positional != "none":
-        runs["same weights, positional = none"] = position.permutation_check(blind, trace.text, seed)
+        runs["same weights, positional = none"] = ui.get_permutation_check(
+            fr.model_key, fr.device, (("positional", "none"),), trace.text, seed)
 except ValueError as err:
     st.info(str(err))
     st.stop()

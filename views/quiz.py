@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from ui import quiz
+from ui import quiz, state
 
 ui.frame()
 VIEWS = {
@@ -16,24 +16,36 @@ VIEWS = {
     "tokens": ("views/tokens.py", "Tokens & embeddings"),
 }
 ss = st.session_state
-answers = {q.id: ss.get(f"quiz_{q.id}") for q in quiz.QUESTIONS}
-answered = sum(a is not None for a in answers.values())
-st.subheader(f"Score: {quiz.score(answers)} / {len(quiz.QUESTIONS)}" + (f" ({answered} answered)" if answered else ""))
+
+
+def answers() -> dict[str, int | None]:
+    """The store's answers: one character per question, its chosen option or '-'."""
+    raw = state.get("quiz").ljust(len(quiz.QUESTIONS), "-")[: len(quiz.QUESTIONS)]
+    return {q.id: int(c) if c.isdigit() and int(c) < len(q.options) else None for q, c in zip(quiz.QUESTIONS, raw, strict=True)}
+
+
+def save(given: dict[str, int | None]) -> None:
+    text = "".join("-" if given[q.id] is None else str(given[q.id]) for q in quiz.QUESTIONS)
+    state.put("quiz", text.rstrip("-"))
+
+
+def answer(qid: str) -> None:
+    save(answers() | {qid: ss.get(f"w:quiz_{qid}")})
+
+
+given = answers()
+answered = sum(a is not None for a in given.values())
+st.subheader(f"Score: {quiz.score(given)} / {len(quiz.QUESTIONS)}" + (f" ({answered} answered)" if answered else ""))
 for n, q in enumerate(quiz.QUESTIONS, start=1):
     with st.container(border=True):
+        ss[f"w:quiz_{q.id}"] = given[q.id]  # re-created from the store, like every other widget
         choice = st.radio(f"{n}. {q.prompt}", range(len(q.options)), format_func=lambda i, q=q: q.options[i],
-                          index=None, key=f"quiz_{q.id}")
+                          key=f"w:quiz_{q.id}", on_change=answer, args=(q.id,))
         if choice is not None:
             correct, feedback = quiz.check(q.id, choice)
             (st.success if correct else st.error)(feedback)
             path, title = VIEWS[q.page]
             st.page_link(path, label=f"See it on {title}: {q.demo}", icon=":material/visibility:")
 
-
-def reset() -> None:
-    for q in quiz.QUESTIONS:
-        ss[f"quiz_{q.id}"] = None
-
-
 if answered:
-    st.button("Start again", icon=":material/restart_alt:", on_click=reset)
+    st.button("Start again", icon=":material/restart_alt:", on_click=state.put, args=("quiz", ""))

@@ -7,7 +7,7 @@ import ui
 from encoder.analysis import stability
 from encoder.viz import figures
 from encoder.viz.teaching import grad_norm_chart, training_curves
-from ui import settings
+from ui.caches import CACHE
 
 fr = ui.frame()
 ss = st.session_state
@@ -28,7 +28,7 @@ ui.caption("A fresh model (d_model 128, 4 heads) gets one batch of the sequence-
            "gradient norms of each layer's second FFN matrix W2. Xiong et al. (2020) showed that Post-LN's "
            "gradients are largest near the output and do not shrink as the stack gets deeper, while Pre-LN's shrink "
            "roughly like 1/√L: large early updates are what make Post-LN need a learning-rate warm-up.")
-depth = st.select_slider("Depth (num_layers)", (2, 4, 6, 12, 24), key="depth")
+depth = ui.widget("depth")
 df = grad_norms(depth).query("group == 'W2'").replace({"norm": {"post": "Post-LN", "pre": "Pre-LN"}})
 left, right = st.columns(2)
 left.plotly_chart(grad_norm_chart(df, "layer", "grad_norm", "norm", f"W2 gradient norm per layer, {depth} layers",
@@ -44,25 +44,22 @@ ui.caption("Three copies of one 128-wide encoder learn to reverse sequences of 1
            "same peak learning rate: Post-LN straight away, Post-LN with a linear warm-up over the first 100 steps, "
            "and Pre-LN straight away. The dashed line is the loss of guessing.")
 cols = st.columns(3)
-lr = cols[0].select_slider("Peak learning rate", settings.LR_OPTIONS, key="lr", format_func=lambda v: f"{v:g}")
-steps = cols[1].select_slider("Training steps", (50, 100, 200, 300, 500), key="train_steps")
-layers = cols[2].select_slider("Layers", (2, 4, 6), key="train_layers")
-store = ui.training_store()
-key = (lr, steps, layers)
-runs = store["runs"].get(key)
+lr = ui.widget("lr", cols[0])
+steps = ui.widget("train_steps", cols[1])
+layers = ui.widget("train_layers", cols[2])
+key = ("training-runs", lr, steps, layers)
+runs = CACHE.peek(key)
 if runs is None:
     st.info("These runs have not been trained on this server yet (about 30 s for all three with the defaults "
             "on a quiet 2-core CPU). "
             "Once trained, everyone who opens this page sees them at once.")
     if st.button("Train the three models", icon=":material/model_training:", type="primary"):
         bar = st.progress(0.0, text="Training…")
-        with store["lock"]:
-            runs = store["runs"].get(key)
-            if runs is None:
-                # Warm-up over at most half the run, so short runs still reach the peak learning rate.
-                runs = stability.compare_runs(lr=lr, steps=steps, num_layers=layers, warmup_steps=min(100, steps // 2),
-                                              progress=lambda f: bar.progress(min(f, 1.0), text=f"Training… {f:.0%}"))
-                store["runs"][key] = runs
+        # Warm-up over at most half the run, so short runs still reach the peak learning rate. One session trains;
+        # another that presses the button meanwhile waits for the same runs.
+        runs = CACHE.get(key, lambda: stability.compare_runs(
+            lr=lr, steps=steps, num_layers=layers, warmup_steps=min(100, steps // 2),
+            progress=lambda f: bar.progress(min(f, 1.0), text=f"Training… {f:.0%}")))
         bar.empty()
 if runs is not None:
     first = next(iter(runs.values()))
@@ -77,7 +74,7 @@ if runs is not None:
                "first layers attend along the anti-diagonal, where the random-init maps were flat. The view opens on "
                "the head that does it most.")
     c = st.columns(3)
-    name = c[0].selectbox("Run", list(runs))
+    name = ui.widget("run", c[0], options=list(runs))
     trained = stability.trained_trace(runs[name])
     best = stability.reversal_heads(runs[name]).iloc[0]
     layer = c[1].slider("Layer of the trained model", 0, trained.num_layers - 1, int(best["layer"]), key=f"tl_{name}")
@@ -85,4 +82,3 @@ if runs is not None:
                           key=f"th_{name}")
     st.plotly_chart(figures.attention_heatmap(trained, layer, head, presentation=fr.present),
                     config=figures.png_config(f"trained-attention-L{layer}-H{head}"))
-ui.sync_url()

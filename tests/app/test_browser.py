@@ -429,7 +429,7 @@ HOSTILE_URLS = [
     ("empty_values", "/", [("model", ""), ("d_model", ""), ("head", ""), ("present", "")],
      ["model=''", "d_model=''", "head=''", "present=''"], "heatmap"),
     ("unavailable_device", "/", [*SMALL.items(), ("device", "cuda")], ["cuda"], "heatmap"),
-    ("oversized_text", "/", [*SMALL.items(), ("text", "word " * 5000)], ["20,000"], "heatmap"),
+    ("oversized_text", "/", [*SMALL.items(), ("text", "word " * 5000)], [f"{settings.MAX_TEXT_CHARS:,}"], "heatmap"),
     ("impossible_config", "/", [*SMALL.items(), ("num_heads", "3")], [], "not divisible"),
     ("diagram_bad_layers", "/diagram", [*SMALL.items(), ("num_layers", "0"), ("layer", "7")], ["num_layers='0'"], "graph"),
     ("markup_in_keys_and_values", "/", [*SMALL.items(), ("norm", "**x**"), ("[a](javascript:alert(1))", "1"),

@@ -6,12 +6,11 @@ import json
 import subprocess
 
 import pytest
-import streamlit as st
 import torch
 
 import encoder
 from encoder.viz import diagram, figures
-from tests.app.test_app import PAGES, assert_clean, start
+from tests.app.test_app import PAGES, assert_clean, clear_caches, frame_of, start
 from tests.hostile_inputs import EMPTY_IDS, HOSTILE, IDS, TEXTS
 
 SMALL = encoder.EncoderConfig(d_model=32, num_heads=4, d_ff=64, num_layers=2)
@@ -51,11 +50,11 @@ def test_user_text_never_becomes_markup_in_figures_or_dot(models, text):
 
 @pytest.mark.parametrize(("name", "text"), HOSTILE, ids=IDS)
 def test_every_page_renders_the_text_literally(name, text):
-    st.cache_resource.clear()
+    clear_caches()
     at = start({"model": "custom", "d_model": "32", "num_heads": "4", "d_ff": "64", "num_layers": "2"})
-    at.text_area(key="text").input(text).run()
+    at.text_area(key="w:text").input(text).run()
     assert_clean(at)
-    shown = at.text_area(key="text").value
+    shown = at.text_area(key="w:text").value
     assert shown == text[: len(shown)]  # the box holds the raw text (cut at MAX_TEXT_CHARS), never rendered
     for page in PAGES:
         at.switch_page(page).run()
@@ -64,4 +63,4 @@ def test_every_page_renders_the_text_literally(name, text):
         for el in at.get("plotly_chart"):
             assert "<script" not in json.loads(el.proto.spec).__repr__().lower()
     if name in EMPTY_IDS:
-        assert at.session_state["frame"].trace is None
+        assert frame_of(at).trace is None

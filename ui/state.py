@@ -1,0 +1,131 @@
+"""The settings store: the one place a setting lives, from the first line of a run to the URL.
+
+How state works (the rule for every page):
+- `init()` runs first in every script run. It creates the store (a plain dict in session state that no widget
+  owns) once per session, seeded from the URL; later runs only read it.
+- Every widget is drawn with `widget(key)`, from the settings table in ui/settings.py. Its Streamlit key is
+  `w:<key>`, re-created from the store on every run, and its on_change callback writes the new value back into
+  the store. Streamlit may delete a widget's key whenever that widget is not drawn (another page, a fragment
+  rerun, a sidebar knob of the other model); the store never loses anything, so no setting can go missing.
+- Buttons change the store in their on_click callbacks (`put`).
+- `sync_url()` writes the store's non-default values into the address bar, at the start of every run and of
+  every fragment run: a reload or a copied link at any moment reopens the same view.
+A new page adds a setting by adding one row to SETTINGS and drawing it with `widget(...)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import streamlit as st
+
+from . import settings
+from .settings import SETTINGS
+
+STORE = "settings"
+PREFIX = "w:"
+
+
+def store() -> dict[str, Any]:
+    """The session's settings: every key of SETTINGS, always present."""
+    ss = st.session_state
+    if STORE not in ss:
+        ss[STORE] = settings.defaults()
+    return ss[STORE]
+
+
+def init(check: Callable[[dict[str, Any]], list[str]] | None = None) -> list[str]:
+    """Create the store from the URL on a session's first run; return what was wrong with the URL (else [])."""
+    ss = st.session_state
+    if STORE in ss:
+        return []
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    values, problems = settings.from_query(params)
+    ss[STORE] = settings.defaults() | values
+    if check is not None:
+        problems += check(ss[STORE])
+    return problems
+
+
+def get(key: str) -> Any:
+    return store()[key]
+
+
+def put(key: str, value: Any) -> None:
+    """Set a setting (from a callback or before its widget is drawn)."""
+    store()[key] = value
+
+
+def _commit(key: str) -> None:
+    value = st.session_state.get(PREFIX + key)
+    setting = SETTINGS[key]
+    if value is None and setting.kind is not str:
+        return  # a cleared number input keeps the old value
+    if setting.kind is float and value is not None:
+        value = round(float(value), 12 if setting.options else 4)  # slider steps like 0.15000000000000002
+    store()[key] = "" if value is None else value
+
+
+def fit(key: str, options: Sequence | None = None, lo: float | None = None, hi: float | None = None) -> Any:
+    """The stored value, moved into what the widget can show now (e.g. layer 5 on a 2-layer model -> 1)."""
+    setting = SETTINGS[key]
+    value = store()[key]
+    if options is not None:
+        options = list(options)
+        if options and value not in options:
+            value = setting.default if setting.default in options else options[0]
+    else:
+        lo = setting.lo if lo is None else lo
+        hi = setting.hi if hi is None else hi
+        if lo is not None and hi is not None:
+            value = min(max(value, lo), hi)
+    store()[key] = value
+    return value
+
+
+def widget(key: str, where: Any = None, *, options: Sequence | None = None, lo: float | None = None,
+           hi: float | None = None, **extra: Any) -> Any:
+    """Draw the setting's widget from the table, bound to the store; return the value in force."""
+    setting = SETTINGS[key]
+    where = st if where is None else where
+    opts = list(options) if options is not None else (list(setting.options) if setting.options is not None else None)
+    lo = setting.lo if lo is None else lo
+    hi = setting.hi if hi is None else hi
+    value = fit(key, opts, lo, hi)
+    wkey = PREFIX + key
+    st.session_state[wkey] = value  # re-created from the store on every run: never stale, never missing
+    show = extra.pop("format_func", setting.show)
+    common = dict(key=wkey, on_change=_commit, args=(key,), help=setting.help) | extra
+    kind = setting.widget
+    if kind == "radio":
+        where.radio(setting.label, opts, format_func=show, captions=setting.captions, **common)
+    elif kind == "select_slider":
+        where.select_slider(setting.label, opts, format_func=show, **common)
+    elif kind == "slider":
+        step = setting.step if setting.step is not None else (1 if setting.kind is int else None)
+        where.slider(setting.label, setting.kind(lo), setting.kind(hi), step=step, **common)
+    elif kind == "selectbox":
+        where.selectbox(setting.label, opts, format_func=show, **common)
+    elif kind == "toggle":
+        where.toggle(setting.label, **common)
+    elif kind == "checkbox":
+        where.checkbox(setting.label, **common)
+    elif kind == "number":
+        where.number_input(setting.label, setting.kind(lo), setting.kind(hi), step=setting.kind(setting.step or 1), **common)
+    elif kind == "segmented":
+        where.segmented_control(setting.label, opts, format_func=show, required=True, **common)
+    elif kind == "text_area":
+        where.text_area(setting.label, max_chars=settings.MAX_TEXT_CHARS, **common)
+    elif kind == "text_input":
+        where.text_input(setting.label, max_chars=40, **common)
+    else:
+        raise ValueError(f"The setting {key!r} has no widget.")
+    return store()[key]
+
+
+def sync_url() -> None:
+    """Write the store's non-default settings into the address bar."""
+    wanted = settings.to_query(store())
+    if dict(st.query_params) != wanted:
+        st.query_params.from_dict(wanted)
