@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -233,7 +234,9 @@ def test_step_through_walks_the_placement_in_order():
         seen.append(at.subheader[0].value)
     assert seen == [s.title for s in steps]
     assert at.button[1].disabled and not at.button[0].disabled
-    assert "penwidth" in graphviz_source(at) or "color" in graphviz_source(at)
+    last = steps[-1]  # the highlighted node is drawn thicker than the others
+    highlighted = re.findall(r'^\s*(\w+)[^\n]*penwidth=4.5', graphviz_source(at), re.M)
+    assert highlighted == [last.key], graphviz_source(at)
 
 
 def test_training_runs_are_trained_once_and_shared_with_every_session():

@@ -187,7 +187,9 @@ async def run_session(browser, app: App, i: int, start: asyncio.Event) -> Result
         await page.get_by_role("option", name=str(head), exact=True).click()
         await wait_heatmap(page, heatmap_labels(text), f"layer {layer}, head {head}", CHANGE_MS)
         res.change_s.append(time.monotonic() - t0)
-        await page.wait_for_timeout(500)  # let the URL catch up with the widget
+        # The URL is written in the same script run that drew the heatmap; wait for it, not for a fixed time.
+        await page.wait_for_function("head => new URLSearchParams(location.search).get('head') === head",
+                                     arg=str(head), timeout=CHANGE_MS)
         await check("head", text, head)
     except Exception as err:  # a timeout in one session must not hide the others' results
         heat = await page.evaluate(HEATMAP_JS) if not page.is_closed() else None
