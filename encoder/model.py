@@ -11,6 +11,7 @@ import math
 import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -18,7 +19,6 @@ from torch import Tensor, nn
 
 from .config import EncoderConfig
 
-TAPS = ("input", "attn", "add1", "norm1", "ffn_hidden", "ffn", "add2", "norm2", "output")
 # The attention's own taps, per head: q, k, v and z (the weighted sum of values) are (B, H, T, d_head); concat is
 # Concat(z_1..z_h), (B, T, D), the tensor W_O multiplies. q is unscaled: softmax(q k^T / sqrt(d_head)) is the pattern.
 HEAD_TAPS = ("q", "k", "v", "z", "concat")
@@ -194,8 +194,70 @@ class FeedForward(nn.Module):
         return hidden, torch.zeros_like(y) if off else y
 
 
+class Wire(NamedTuple):
+    """One tap of a layer: the operation that computes it and the taps it reads, with what travels on each edge."""
+
+    tap: str
+    op: str  # "input"; "attn", "ln1", "ln2" (the layer's modules); "w1" (act(x W_1 + b_1)), "w2"; "+" (sum); "=" (same tensor)
+    inputs: tuple[tuple[str, str], ...] = ()  # (tap read, edge kind)
+
+
+# The wiring of one encoder layer per norm placement: its taps in the order EncoderLayer.forward computes them, and
+# the data-flow edges between them. Edge kinds: "qkv" into attention; "drop1", "drop2" the dropout in front of each
+# residual add; "hidden" the FFN's d_ff-wide tensor (and the dropout on it); "res" a residual connection; "" plain.
+# The diagram (viz/diagram.py) and the step-through (ui/steps.py) are drawn from this table; tests/encoder/test_model.py
+# runs the forward for both placements and recomputes every tap from the taps this table says it reads.
+PLACEMENTS: dict[str, tuple[Wire, ...]] = {
+    # Post-LN, the 2017 paper: LN(x + Dropout(Sublayer(x))).
+    "post": (
+        Wire("input", "input"),
+        Wire("attn", "attn", (("input", "qkv"),)),
+        Wire("add1", "+", (("attn", "drop1"), ("input", "res"))),
+        Wire("norm1", "ln1", (("add1", ""),)),
+        Wire("ffn_hidden", "w1", (("norm1", ""),)),
+        Wire("ffn", "w2", (("ffn_hidden", "hidden"),)),
+        Wire("add2", "+", (("ffn", "drop2"), ("norm1", "res"))),
+        Wire("norm2", "ln2", (("add2", ""),)),
+        Wire("output", "=", (("norm2", ""),)),
+    ),
+    # Pre-LN (Xiong et al. 2020): x + Dropout(Sublayer(LN(x))); the residual stream is never normalised in the layer.
+    "pre": (
+        Wire("input", "input"),
+        Wire("norm1", "ln1", (("input", ""),)),
+        Wire("attn", "attn", (("norm1", "qkv"),)),
+        Wire("add1", "+", (("attn", "drop1"), ("input", "res"))),
+        Wire("norm2", "ln2", (("add1", ""),)),
+        Wire("ffn_hidden", "w1", (("norm2", ""),)),
+        Wire("ffn", "w2", (("ffn_hidden", "hidden"),)),
+        Wire("add2", "+", (("ffn", "drop2"), ("add1", "res"))),
+        Wire("output", "=", (("add2", ""),)),
+    ),
+}
+DROPOUTS = ("drop1", "drop2")  # the edge kinds that carry EncoderLayer.drop1 and drop2
+
+
+def placement(norm: str) -> tuple[Wire, ...]:
+    """The wiring table of a norm placement ("post" or "pre")."""
+    if norm not in PLACEMENTS:
+        raise ValueError(f"norm={norm!r} is not supported; choose 'post' or 'pre'.")
+    return PLACEMENTS[norm]
+
+
+def flow_order(norm: str) -> tuple[str, ...]:
+    """The tap names in the order a Post-LN or Pre-LN layer computes them."""
+    return tuple(wire.tap for wire in placement(norm))
+
+
+def flow_edges(norm: str) -> list[tuple[str, str, str]]:
+    """The data-flow edges (tail tap, head tap, kind) of a placement, in computation order."""
+    return [(tail, wire.tap, kind) for wire in placement(norm) for tail, kind in wire.inputs]
+
+
+TAPS = flow_order("post")  # the canonical order of the tap vocabulary (and of Trace.stats() rows)
+
+
 class EncoderLayer(nn.Module):
-    """One encoder layer; post: LN(x + Dropout(f(x))), pre: x + Dropout(f(LN(x)))."""
+    """One encoder layer; post: LN(x + Dropout(f(x))), pre: x + Dropout(f(LN(x))); wired as PLACEMENTS says."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from .config import EncoderConfig
-from .model import TAPS, Encoder, check_ablate
+from .model import TAPS, Encoder, check_ablate, flow_order
 from .tokenizer import encode
 
 STAT_COLUMNS = ("mean", "std", "min", "max", "rms", "zero_frac", "nonfinite")
@@ -72,12 +72,12 @@ class Trace:
 
     def first_nonfinite(self) -> tuple[int, str] | None:
         """(layer, tap) where NaN or Inf first appears in data-flow order, or None."""
-        df = self.stats()
-        bad = df[df["nonfinite"] > 0]
+        bad = self._stats.query("nonfinite > 0")
         if bad.empty:
             return None
-        row = bad.iloc[0]
-        return int(row["layer"]), str(row["tap"])
+        order = flow_order(self.config.norm)  # Pre-LN computes norm1 before attn: TAPS order would blame attn
+        layer, tap = min(zip(bad["layer"], bad["tap"], strict=True), key=lambda lt: (lt[0], order.index(lt[1])))
+        return int(layer), str(tap)
 
 
 def _tap_row(x: Tensor) -> list[float]:

@@ -1,12 +1,14 @@
-"""layer_steps(config): the walk through one encoder layer's data flow, step by step, in the placement's order."""
+"""layer_steps(config): the walk through one encoder layer's data flow, step by step, in the placement's order.
+
+The order and the dropout stops come from encoder.model.PLACEMENTS; this module holds only the prose, by node.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from encoder.config import EncoderConfig
-
-DROPOUTS = ("drop1", "drop2")
+from encoder.model import DROPOUTS, placement
 
 
 @dataclass(frozen=True)
@@ -19,7 +21,11 @@ class Step:
     text: str
 
 
-def _dropout(key: str, tap: str, which: str, add: str) -> Step:
+SUBLAYER_NAMES = {"attn": "attention", "ffn": "FFN"}  # the sub-layer output a dropout edge starts from
+
+
+def _dropout(key: str, tap: str, add: str) -> Step:
+    which = SUBLAYER_NAMES[tap]
     return Step(
         key,
         tap,
@@ -30,10 +36,8 @@ def _dropout(key: str, tap: str, which: str, add: str) -> Step:
     )
 
 
-def _input(layer_role: str) -> Step:
-    return Step(
-        "input",
-        "input",
+def _input(layer_role: str) -> tuple[str, str]:
+    return (
         "Layer input",
         f"One d_model-wide vector per token: the embeddings plus positional encoding in layer 0, otherwise "
         f"the previous layer's output. It feeds {layer_role} and is also carried around it by the residual connection.",
@@ -45,108 +49,78 @@ _ATTN = (
     "it sees left and right), softmax(QK^T / sqrt(d_head)) weights the values, and W_O mixes the heads."
 )
 _FFN_HIDDEN = (
+    "FFN hidden layer",
     "The first FFN matrix W1 widens each token's vector from d_model to d_ff (usually 4x) and the activation "
-    "(ReLU or GELU) zeroes or squashes negative parts. Each position is processed on its own."
+    "(ReLU or GELU) zeroes or squashes negative parts. Each position is processed on its own.",
 )
-_FFN = "The second FFN matrix W2 projects the d_ff-wide hidden vector back to d_model, again token by token."
+_FFN = ("FFN output", "The second FFN matrix W2 projects the d_ff-wide hidden vector back to d_model, again token by token.")
 
-
-def _post() -> list[Step]:
-    return [
-        _input("self-attention directly"),
-        Step("attn", "attn", "Self-attention", _ATTN),
-        _dropout("drop1", "attn", "attention", "add1"),
-        Step(
-            "add1",
-            "add1",
+# (title, text) of each node, per placement.
+PROSE: dict[str, dict[str, tuple[str, str]]] = {
+    "post": {
+        "input": _input("self-attention directly"),
+        "attn": ("Self-attention", _ATTN),
+        "add1": (
             "Residual add 1",
             "The layer input is added to the attention output: x + Dropout(MHA(x)). The skip path lets "
             "gradients flow straight through and keeps what the token already knew.",
         ),
-        Step(
-            "norm1",
-            "norm1",
+        "norm1": (
             "LayerNorm 1 (Add & Norm)",
             "Post-LN, as in the original paper: the sum is normalised per token to zero mean and unit variance, "
             "then scaled and shifted. This normalised tensor feeds the FFN and its residual path.",
         ),
-        Step("ffn_hidden", "ffn_hidden", "FFN hidden layer", _FFN_HIDDEN),
-        Step("ffn", "ffn", "FFN output", _FFN),
-        _dropout("drop2", "ffn", "FFN", "add2"),
-        Step(
-            "add2",
-            "add2",
+        "ffn_hidden": _FFN_HIDDEN,
+        "ffn": _FFN,
+        "add2": (
             "Residual add 2",
             "The FFN's input (the output of LayerNorm 1) is added back to the FFN output: the second residual connection.",
         ),
-        Step(
-            "norm2",
-            "norm2",
+        "norm2": (
             "LayerNorm 2 (Add & Norm)",
             "The second LayerNorm sits after the add, on the main path, so every layer's output is normalised; "
             "this placement makes deep stacks sensitive to the learning rate early in training.",
         ),
-        Step(
-            "output",
-            "output",
+        "output": (
             "Layer output",
             "In Post-LN the output is the result of LayerNorm 2: one contextual vector per token, the input "
             "of the next identical layer.",
         ),
-    ]
-
-
-def _pre() -> list[Step]:
-    return [
-        _input("LayerNorm 1"),
-        Step(
-            "norm1",
-            "norm1",
+    },
+    "pre": {
+        "input": _input("LayerNorm 1"),
+        "norm1": (
             "LayerNorm 1 (before attention)",
             "Pre-LN: the input is normalised per token before it enters the sub-layer; the residual path "
             "keeps the unnormalised input.",
         ),
-        Step("attn", "attn", "Self-attention", _ATTN + " Here it reads the normalised input."),
-        _dropout("drop1", "attn", "attention", "add1"),
-        Step(
-            "add1",
-            "add1",
+        "attn": ("Self-attention", _ATTN + " Here it reads the normalised input."),
+        "add1": (
             "Residual add 1",
             "x + Dropout(MHA(LN(x))): the attention result is added to the raw layer input, so the residual "
             "stream is never normalised inside the layer.",
         ),
-        Step(
-            "norm2",
-            "norm2",
-            "LayerNorm 2 (before the FFN)",
-            "The residual stream is normalised again, this time as the FFN's input only.",
-        ),
-        Step("ffn_hidden", "ffn_hidden", "FFN hidden layer", _FFN_HIDDEN),
-        Step("ffn", "ffn", "FFN output", _FFN),
-        _dropout("drop2", "ffn", "FFN", "add2"),
-        Step(
-            "add2",
-            "add2",
+        "norm2": ("LayerNorm 2 (before the FFN)", "The residual stream is normalised again, this time as the FFN's input only."),
+        "ffn_hidden": _FFN_HIDDEN,
+        "ffn": _FFN,
+        "add2": (
             "Residual add 2",
             "The FFN output is added to the residual stream (add1). With no LayerNorm on the main path, "
             "gradients reach early layers undisturbed, which is why Pre-LN trains stably without warm-up.",
         ),
-        Step(
-            "output",
-            "output",
+        "output": (
             "Layer output",
             "In Pre-LN the output is the sum from residual add 2, not normalised; its size tends to grow "
             "with depth, which is why Pre-LN stacks usually end with a final LayerNorm.",
         ),
-    ]
+    },
+}
 
 
 def layer_steps(config: EncoderConfig) -> list[Step]:
-    """The ordered steps through one layer for config.norm ("post" or "pre"), dropouts included."""
-    if config.norm == "post":
-        steps = _post()
-    elif config.norm == "pre":
-        steps = _pre()
-    else:  # EncoderConfig validates norm; this guards hand-made configs
-        raise ValueError(f"norm={config.norm!r} is not supported; choose 'post' or 'pre'.")
+    """The ordered steps through one layer for config.norm: each tap in computation order, a dropout stop before each add."""
+    steps = []
+    for wire in placement(config.norm):
+        steps += [_dropout(kind, tail, wire.tap) for tail, kind in wire.inputs if kind in DROPOUTS]
+        steps.append(Step(wire.tap, wire.tap, *PROSE[config.norm][wire.tap]))
     return steps

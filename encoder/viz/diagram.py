@@ -10,49 +10,24 @@ import graphviz
 import pandas as pd
 
 from ..config import EncoderConfig
-from ..model import TAPS
+from ..model import DROPOUTS, TAPS, Wire, flow_edges, placement
 
-# The order in which each tap is computed (model.EncoderLayer.forward); TAPS itself follows Post-LN.
-FLOW = {
-    "post": TAPS,
-    "pre": ("input", "norm1", "attn", "add1", "norm2", "ffn_hidden", "ffn", "add2", "output"),
-}
-
-# (tail, head, kind): "res" is a residual connection; drop1/drop2 carry the dropout in front of each add.
-EDGES = {
-    "post": [
-        ("input", "attn", "qkv"), ("attn", "add1", "drop1"), ("input", "add1", "res"), ("add1", "norm1", ""),
-        ("norm1", "ffn_hidden", ""), ("ffn_hidden", "ffn", "hidden"), ("ffn", "add2", "drop2"),
-        ("norm1", "add2", "res"), ("add2", "norm2", ""), ("norm2", "output", ""),
-    ],
-    "pre": [
-        ("input", "norm1", ""), ("norm1", "attn", "qkv"), ("attn", "add1", "drop1"), ("input", "add1", "res"),
-        ("add1", "norm2", ""), ("norm2", "ffn_hidden", ""), ("ffn_hidden", "ffn", "hidden"),
-        ("ffn", "add2", "drop2"), ("add1", "add2", "res"), ("add2", "output", ""),
-    ],
-}
+FINAL = "final"  # the node of the stack's final LayerNorm (Trace.final), drawn when the config has one
 
 # Pastel fills in the spirit of the seeds' diagrams.
 FILL = {
     "input": "#a5d8ff", "output": "#a5d8ff", "attn": "#bac8ff", "ffn_hidden": "#d0bfff", "ffn": "#d0bfff",
-    "add1": "#b2f2bb", "add2": "#b2f2bb", "norm1": "#ffec99", "norm2": "#ffec99",
+    "add1": "#b2f2bb", "add2": "#b2f2bb", "norm1": "#ffec99", "norm2": "#ffec99", FINAL: "#ffec99",
 }
 RMS_SCALE = ("#f1f6fd", "#dbe8f7", "#c0d7ee", "#94bde0", "#6498cc", "#3a73b0", "#1c4f8a")  # light = small RMS
 INK, RESIDUAL, HIGHLIGHT, ALERT = "#343a40", "#868e96", "#e8590c", "#e03131"
 FONT = "sans-serif"
-HIGHLIGHTS = (*TAPS, "drop1", "drop2")
+HIGHLIGHTS = (*TAPS, *DROPOUTS)
 INSTALL_HINT = (
     "SVG export needs the Graphviz `dot` program, which is not installed on this server; "
     "install Graphviz: apt-get install graphviz (Debian/Ubuntu) or brew install graphviz (macOS). "
     "The diagram itself still shows, and the DOT download works without it."
 )
-
-
-def flow_order(norm: str) -> tuple[str, ...]:
-    """The tap names in the order a Post-LN or Pre-LN layer computes them."""
-    if norm not in FLOW:
-        raise ValueError(f"norm={norm!r} is not supported; choose 'post' or 'pre'.")
-    return FLOW[norm]
 
 
 def printable(text: str, limit: int | None = None) -> str:
@@ -81,17 +56,17 @@ def _num(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _node_text(cfg: EncoderConfig, tap: str) -> tuple[list[str], dict[str, str]]:
-    """Label lines naming the operation at `tap`, and the node's shape attributes."""
-    if tap in ("input", "output"):
-        return ["Input x" if tap == "input" else "Output"], {"shape": "ellipse", "style": "filled"}
-    if tap == "attn":
+def _node_text(cfg: EncoderConfig, wire: Wire) -> tuple[list[str], dict[str, str]]:
+    """Label lines naming the operation that computes a tap, and the node's shape attributes."""
+    if wire.op in ("input", "="):
+        return ["Input x" if wire.op == "input" else "Output"], {"shape": "ellipse", "style": "filled"}
+    if wire.op == "attn":
         return ["Multi-Head Self-Attention", f"h={cfg.num_heads}, d_k={cfg.d_head}"], {}
-    if tap in ("add1", "add2"):
+    if wire.op == "+":
         return ["+"], {"shape": "circle", "style": "filled", "width": "0.45", "fixedsize": "true", "fontsize": "18"}
-    if tap in ("norm1", "norm2"):
+    if wire.op in ("ln1", "ln2"):
         return ["LayerNorm"], {}
-    if tap == "ffn_hidden":
+    if wire.op == "w1":
         return [f"Linear W1 + {cfg.activation.upper()}"], {}
     return ["Linear W2"], {}
 
@@ -159,8 +134,8 @@ def layer_diagram(
         g.attr(label=_text(printable(title, 120)))
     colours, lo, hi = _rms_colours(rows) if rows is not None else ({}, math.nan, math.nan)
     bad = {r.tap: int(r.nonfinite) for r in rows.itertuples() if r.nonfinite > 0} if rows is not None else {}
-    placement = "Post-LN: LayerNorm after each residual add" if norm == "post" else "Pre-LN: LayerNorm before each sub-layer"
-    heading = [f"Encoder layer × {config.num_layers}", placement]
+    where = "Post-LN: LayerNorm after each residual add" if norm == "post" else "Pre-LN: LayerNorm before each sub-layer"
+    heading = [f"Encoder layer × {config.num_layers}", where]
     if rows is not None:
         heading.append(f"statistics of layer {layer}")
     with g.subgraph(name="cluster_layer") as outer:
@@ -170,8 +145,9 @@ def layer_diagram(
         with inner as body:
             if rows is not None:
                 body.attr(label=_legend(lo, hi, bool(bad)), labelloc="b", color="#f8f9fa", fontsize="12")
-            for tap in flow_order(norm):
-                lines, attrs = _node_text(config, tap)
+            for wire in placement(norm):
+                tap = wire.tap
+                lines, attrs = _node_text(config, wire)
                 attrs = {"fillcolor": FILL[tap], "tooltip": tap, **attrs}
                 if rows is not None:
                     row = rows[rows["tap"] == tap]
@@ -192,13 +168,16 @@ def layer_diagram(
                 if tap == highlight:
                     attrs.update(color=ALERT if tap in bad else HIGHLIGHT, penwidth="4.5")
                 body.node(tap, _text(*lines), **attrs)
-    for tail, head, kind in EDGES[norm]:
+    for tail, head, kind in flow_edges(norm):
         attrs = {}
         if kind == "res":
             attrs = dict(style="dashed", color=RESIDUAL, fontcolor=RESIDUAL, penwidth="1.5", tooltip="residual connection")
         if kind == highlight:
             attrs = dict(color=HIGHLIGHT, fontcolor=HIGHLIGHT, penwidth="3.5", arrowsize="1")
         g.edge(tail, head, _edge_text(config, kind, seq, highlight), **attrs)
+    if config.final_norm:  # Encoder.final_ln: once, after the last of the num_layers layers
+        g.node(FINAL, _text("Final LayerNorm", "after the stack"), fillcolor=FILL[FINAL], tooltip="final LayerNorm")
+        g.edge("output", FINAL, _text(f"after layer {config.num_layers - 1}"), style="dashed")
     return g
 
 

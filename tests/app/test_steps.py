@@ -4,19 +4,24 @@ import pytest
 import torch
 
 from encoder import TAPS, EncoderConfig, build_model
-from encoder.viz.diagram import HIGHLIGHTS, flow_order
-from ui.steps import layer_steps
-
-POST = ["input", "attn", "drop1", "add1", "norm1", "ffn_hidden", "ffn", "drop2", "add2", "norm2", "output"]
-PRE = ["input", "norm1", "attn", "drop1", "add1", "norm2", "ffn_hidden", "ffn", "drop2", "add2", "output"]
+from encoder.model import DROPOUTS, flow_edges, flow_order
+from encoder.viz.diagram import HIGHLIGHTS
+from ui.steps import PROSE, layer_steps
 
 
-@pytest.mark.parametrize(("norm", "order"), [("post", POST), ("pre", PRE)])
-def test_order_per_placement(norm, order):
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_order_follows_the_placement_table(norm):
     steps = layer_steps(EncoderConfig(norm=norm))
-    assert [s.key for s in steps] == order
-    # Without the dropout stops, the walk is exactly the order the diagram (and the layer) computes the taps in.
-    assert tuple(s.key for s in steps if s.key not in ("drop1", "drop2")) == flow_order(norm)
+    keys = [s.key for s in steps]
+    # Without the dropout stops, the walk is exactly the order the layer computes its taps in.
+    assert tuple(k for k in keys if k not in DROPOUTS) == flow_order(norm)
+    # Each dropout stops right before the add it feeds, showing the sub-layer output it acts on.
+    for tail, head, kind in flow_edges(norm):
+        if kind in DROPOUTS:
+            at = keys.index(kind)
+            assert keys[at + 1] == head and steps[at].tap == tail
+    assert keys.count("drop1") == keys.count("drop2") == 1
+    assert set(PROSE[norm]) == set(flow_order(norm))  # prose for every node, none for a node that is not there
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])

@@ -8,6 +8,7 @@ import pytest
 
 import encoder
 from encoder import TAPS
+from encoder.model import flow_edges, flow_order
 from encoder.viz import diagram
 
 MINILM = encoder.EncoderConfig(d_model=384, num_heads=12, d_ff=1536, num_layers=6, activation="gelu")
@@ -42,23 +43,46 @@ def trace() -> encoder.Trace:
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
-def test_every_node_is_a_tap_and_every_tap_is_drawn(norm):
-    nodes, edges, _ = layout(diagram.layer_diagram(MINILM.replace(norm=norm)))
-    assert sorted(nodes) == sorted(TAPS)
-    assert {name for edge in edges for name in edge} == set(TAPS)
+def test_every_node_is_a_tap_the_model_produced_and_every_tap_is_drawn(norm):
+    cfg = MINILM.replace(norm=norm)
+    nodes, edges, _ = layout(diagram.layer_diagram(cfg))
+    small = encoder.build_model(encoder.EncoderConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1, norm=norm))
+    produced = encoder.run(small, "a b").taps[0]  # what the forward really returned
+    assert sorted(nodes) == sorted(produced) == sorted(flow_order(norm))
+    assert {name for edge in edges for name in edge} == set(produced)
 
 
-def test_post_and_pre_follow_their_own_data_flow():
-    post_g, pre_g = diagram.layer_diagram(MINILM), diagram.layer_diagram(MINILM.replace(norm="pre"))
-    assert post_g.source != pre_g.source
-    post, pre = layout(post_g)[1], layout(pre_g)[1]
-    assert list(post) != list(pre)
-    residual = lambda edges: {e for e, attrs in edges.items() if attrs.get("style") == "dashed"}  # noqa: E731
-    assert residual(post) == {("input", "add1"), ("norm1", "add2")}
-    assert residual(pre) == {("input", "add1"), ("add1", "add2")}
-    assert {("input", "attn"), ("add1", "norm1"), ("add2", "norm2"), ("norm2", "output")} <= set(post)
-    assert {("input", "norm1"), ("norm1", "attn"), ("add1", "norm2"), ("add2", "output")} <= set(pre)
-    assert "Q, K, V" in post["input", "attn"]["label"] and "Q, K, V" in pre["norm1", "attn"]["label"]
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_edges_are_the_placement_table(norm):
+    graph = diagram.layer_diagram(MINILM.replace(norm=norm))
+    edges = layout(graph)[1]
+    table = flow_edges(norm)
+    assert set(edges) == {(tail, head) for tail, head, _ in table} and len(edges) == len(table)
+    dashed = {e for e, attrs in edges.items() if attrs.get("style") == "dashed"}
+    assert dashed == {(tail, head) for tail, head, kind in table if kind == "res"}
+    (qkv,) = [(tail, head) for tail, head, kind in table if kind == "qkv"]
+    assert "Q, K, V" in edges[qkv]["label"]
+    assert graph.source.count("->") == len(table)
+
+
+def test_post_and_pre_draw_different_data_flows():
+    post, pre = (layout(diagram.layer_diagram(MINILM.replace(norm=n)))[1] for n in ("post", "pre"))
+    assert set(post) != set(pre)
+    assert ("add1", "norm1") in post and ("input", "norm1") in pre  # LayerNorm after vs before the add
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_final_layer_norm_is_drawn_when_the_config_has_one(norm):
+    cfg = MINILM.replace(norm=norm, final_norm=True)
+    nodes, edges, clusters = layout(diagram.layer_diagram(cfg))
+    assert set(nodes) == {*TAPS, diagram.FINAL}
+    assert "Final LayerNorm" in nodes[diagram.FINAL]["label"] and "after the stack" in nodes[diagram.FINAL]["label"]
+    assert ("output", diagram.FINAL) in edges and "after layer 5" in edges["output", diagram.FINAL]["label"]
+    layer_cluster = next(c for c in clusters if "Encoder layer" in c["label"])
+    inside = {o["name"] for o in json.loads(dot(diagram.layer_diagram(cfg), "json"))["objects"]
+              if o.get("_gvid") in layer_cluster["nodes"]}
+    assert diagram.FINAL not in inside  # once after the stack, not inside the repeated layer
+    assert diagram.FINAL not in layout(diagram.layer_diagram(cfg.replace(final_norm=False)))[0]
 
 
 def test_edges_carry_real_shapes_and_dropout():
@@ -94,7 +118,7 @@ def test_hostile_titles_still_parse_and_show_literally(title):
 def test_titles_are_escaped_in_the_source():
     source = diagram.layer_diagram(MINILM, title='<b>x</b> "q" end\\').source
     assert 'label="<b>x</b> \\"q\\" end\\\\"' in source
-    assert source.count("->") == 10  # the ten edges; nothing from the title became an edge
+    assert source.count("->") == len(flow_edges("post"))  # nothing from the title became an edge
 
 
 @pytest.mark.parametrize("cfg", [

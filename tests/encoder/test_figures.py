@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import encoder
+from encoder.model import flow_order
 from encoder.viz import figures
-from encoder.viz.diagram import flow_order
 
 SENTENCE = "The cat sat on the mat."
 HOSTILE_TOKENS = ["[CLS]", "<b>x</b>", "a&b", "<a href='javascript:alert(1)'>y</a>", "the", "the", "<br>", "mat", "[SEP]"]

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from encoder import TAPS, EncoderConfig, build_model, pick_device
-from encoder.model import HEAD_TAPS, sinusoidal_table
+from encoder.model import HEAD_TAPS, flow_edges, flow_order, placement, sinusoidal_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = dict(d_model=32, num_heads=4, d_ff=48, num_layers=3, dropout=0.0, vocab_size=64, max_len=16)
@@ -248,38 +248,58 @@ def test_dropout_zeroes_a_fraction_p_and_rescales_the_rest():
     torch.testing.assert_close(dropped[kept], clean[kept] / (1 - p))
 
 
+def recompute(layer, wire, taps: dict, act) -> torch.Tensor:
+    """A tap computed again from the taps the placement table says it reads (eval mode: dropout is the identity)."""
+    inputs = [taps[tail] for tail, _ in wire.inputs]
+    if wire.op == "+":
+        return inputs[0] + inputs[1]
+    if wire.op == "attn":
+        return layer.attn(inputs[0], None)[0]
+    if wire.op == "w1":
+        return act(layer.ffn.w1(inputs[0]))
+    if wire.op == "w2":
+        return layer.ffn.w2(inputs[0])
+    return getattr(layer, wire.op)(inputs[0])  # ln1, ln2
+
+
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 @pytest.mark.parametrize("norm", ["post", "pre"])
-def test_residual_identities(norm, activation):
+def test_the_placement_table_is_what_the_forward_computes(norm, activation):
     model = randomize(build_model(small(norm=norm, activation=activation)))
     ids = torch.randint(0, 64, (2, 6), generator=torch.Generator().manual_seed(9))
     act = F.relu if activation == "relu" else F.gelu
+    table = placement(norm)
+    kinds = {kind for _, _, kind in flow_edges(norm)}
+    assert kinds == {"qkv", "drop1", "drop2", "hidden", "res", ""}
+    assert [w.tap for w in table][0] == "input" and [w.tap for w in table][-1] == "output"
     with torch.no_grad():
         out, patterns, taps = model(ids)
         for i, (layer, t) in enumerate(zip(model.layers, taps, strict=True)):
-            assert set(t) == {*TAPS, *HEAD_TAPS}
-            same = lambda a, b: torch.testing.assert_close(a, b, rtol=0, atol=1e-6)  # noqa: E731
-            if norm == "post":
-                same(t["attn"], layer.attn(t["input"], None)[0])
-                same(t["add1"], t["input"] + t["attn"])
-                same(t["norm1"], layer.ln1(t["add1"]))
-                same(t["ffn_hidden"], act(layer.ffn.w1(t["norm1"])))
-                same(t["add2"], t["norm1"] + t["ffn"])
-                same(t["norm2"], layer.ln2(t["add2"]))
-                assert torch.equal(t["output"], t["norm2"])
-            else:
-                same(t["norm1"], layer.ln1(t["input"]))
-                same(t["attn"], layer.attn(t["norm1"], None)[0])
-                same(t["add1"], t["input"] + t["attn"])
-                same(t["norm2"], layer.ln2(t["add1"]))
-                same(t["ffn_hidden"], act(layer.ffn.w1(t["norm2"])))
-                same(t["add2"], t["add1"] + t["ffn"])
-                assert torch.equal(t["output"], t["add2"])
-            same(t["ffn"], layer.ffn.w2(t["ffn_hidden"]))
+            assert set(t) == {*flow_order(norm), *HEAD_TAPS}  # the forward names exactly the table's taps
+            for wire in table:
+                if wire.op == "input":
+                    assert not wire.inputs
+                elif wire.op == "=":  # the output is the very tensor of its one input
+                    assert len(wire.inputs) == 1 and t[wire.tap] is t[wire.inputs[0][0]]
+                else:
+                    torch.testing.assert_close(t[wire.tap], recompute(layer, wire, t, act), rtol=0, atol=1e-6)
+                # every tap a wire reads was computed before it
+                assert all(flow_order(norm).index(tail) < flow_order(norm).index(wire.tap) for tail, _ in wire.inputs)
             assert t["ffn_hidden"].shape == (2, 6, 48)
             if i + 1 < len(taps):
                 assert torch.equal(taps[i + 1]["input"], t["output"])
         assert torch.equal(out, taps[-1]["output"])
+
+
+def test_the_placement_table_tells_the_placements_apart():
+    # A swapped row would still pass the test above for one placement only if the forward matched it: pin the
+    # one fact that distinguishes them, where the LayerNorm sits relative to the residual add.
+    post, pre = dict((w.tap, w) for w in placement("post")), dict((w.tap, w) for w in placement("pre"))
+    assert post["norm1"].inputs == (("add1", ""),) and pre["norm1"].inputs == (("input", ""),)
+    assert post["add2"].inputs[1] == ("norm1", "res") and pre["add2"].inputs[1] == ("add1", "res")
+    assert TAPS == flow_order("post") and sorted(flow_order("pre")) == sorted(TAPS)
+    with pytest.raises(ValueError, match="norm='mid'"):
+        placement("mid")
 
 
 def test_post_ln_outputs_are_normalised_at_init():

@@ -166,6 +166,16 @@ def test_nonfinite_values_are_counted_and_located(poison, where, value):
     assert df.set_index(["layer", "tap"]).loc[where, "nonfinite"] > 0
 
 
+def test_nonfinite_is_located_in_the_placements_own_order():
+    model = build_model(CFG.replace(norm="pre"))
+    with torch.no_grad():
+        model.layers[0].ln1.weight[0] = float("nan")  # Pre-LN: norm1 is computed first, then attention reads it
+    trace = run(model, TEXT)
+    stats = trace.stats().set_index(["layer", "tap"])
+    assert stats.loc[(0, "attn"), "nonfinite"] > 0 and stats.loc[(0, "norm1"), "nonfinite"] > 0
+    assert trace.first_nonfinite() == (0, "norm1")
+
+
 def test_clean_run_has_no_nonfinite(trace):
     assert trace.first_nonfinite() is None
 
