@@ -112,7 +112,7 @@ class Embeddings(nn.Module):
         if cfg.positional == "learned":
             self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
         elif cfg.positional == "sinusoidal":
-            self.register_buffer("pe", torch.zeros(cfg.max_len, cfg.d_model), persistent=False)
+            self.register_buffer("pe", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
         self.seg = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
         self.ln = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.embed_norm else None
         self.drop = Dropout(cfg.dropout)
@@ -356,7 +356,7 @@ class Encoder(nn.Module):
                 module.bias.zero_()
             elif isinstance(module, nn.Embedding):
                 module.weight.copy_(torch.randn(module.weight.shape, generator=gen))
-        if self.cfg.positional == "sinusoidal":
+        if self.cfg.positional == "sinusoidal":  # again: build_model's to_empty() leaves buffers uninitialised
             self.embed.pe.copy_(sinusoidal_table(self.cfg.max_len, self.cfg.d_model))
 
 

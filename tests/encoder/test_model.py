@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from encoder import TAPS, EncoderConfig, build_model, pick_device
+from encoder import TAPS, Encoder, EncoderConfig, build_model, pick_device
 from encoder.model import HEAD_TAPS, flow_edges, flow_order, placement, sinusoidal_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -406,6 +406,18 @@ def test_sinusoidal_table_matches_the_formula(d_model):
             assert abs(table[pos, j].item() - expected) <= 1e-6, (pos, j)
     model = build_model(EncoderConfig(d_model=d_model, num_heads=1, d_ff=8, num_layers=1, vocab_size=8, max_len=50))
     assert torch.equal(model.embed.pe, table)
+
+
+def test_encoder_works_on_its_own_without_build_model():
+    cfg = small(positional="sinusoidal", max_len=16)
+    with torch.random.fork_rng(devices=[]):
+        model = Encoder(cfg).eval()  # nn's own init, no init_weights
+    assert torch.equal(model.embed.pe, sinusoidal_table(16, 32))
+    ids = torch.tensor([[5, 0, 63, 5, 9]])
+    with torch.no_grad():
+        expected = model.embed.tok.weight[ids] + sinusoidal_table(16, 32)[:5]
+        torch.testing.assert_close(model.embed(ids), expected, rtol=0, atol=1e-6)
+        assert model(ids)[0].shape == (1, 5, 32)
 
 
 def test_pick_device_prefers_cuda_then_mps_then_cpu(monkeypatch):
