@@ -18,17 +18,9 @@ from ui.caches import CACHE
 
 TIMEOUT = 120
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
-PAGES = [
-    "views/attention.py",
-    "views/activations.py",
-    "views/dataflow.py",
-    "views/tokens.py",
-    "views/compare.py",
-    "views/step.py",
-    "views/stability.py",
-    "views/position.py",
-    "views/quiz.py",
-]
+ROOT = Path(APP).parent
+# Every page file in views/; test_pages_are_all_registered checks each is in the app's navigation.
+PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "views").glob("*.py"))
 SMALL_POST = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2", "norm": "post"}
 SMALL_PRE = SMALL_POST | {"norm": "pre", "final_norm": "true", "activation": "gelu"}
 
@@ -74,6 +66,11 @@ def heatmap_ticktext(at: AppTest) -> list[str]:
 def fresh_caches():
     clear_caches()
     yield
+
+
+def test_pages_are_all_registered():
+    source = Path(APP).read_text()
+    assert len(PAGES) >= 9 and all(f'"{page}"' in source for page in PAGES), PAGES
 
 
 def test_opens_on_pretrained_model_with_a_sentence():

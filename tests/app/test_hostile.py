@@ -12,6 +12,7 @@ import encoder
 from encoder.viz import diagram, figures
 from tests.app.test_app import PAGES, assert_clean, clear_caches, frame_of, start
 from tests.hostile_inputs import EMPTY_IDS, HOSTILE, IDS, TEXTS
+from ui import settings
 
 SMALL = encoder.EncoderConfig(d_model=32, num_heads=4, d_ff=64, num_layers=2)
 
@@ -52,10 +53,10 @@ def test_user_text_never_becomes_markup_in_figures_or_dot(models, text):
 def test_every_page_renders_the_text_literally(name, text):
     clear_caches()
     at = start({"model": "custom", "d_model": "32", "num_heads": "4", "d_ff": "64", "num_layers": "2"})
-    at.text_area(key="w:text").input(text).run()
+    at.text_area(key="w:text").input(text[: settings.MAX_TEXT_CHARS]).run()  # the box's maxlength stops a user there
     assert_clean(at)
     shown = at.text_area(key="w:text").value
-    assert shown == text[: len(shown)]  # the box holds the raw text (cut at MAX_TEXT_CHARS), never rendered
+    assert shown == text[: settings.MAX_TEXT_CHARS]  # the box holds the raw text, never rendered
     for page in PAGES:
         at.switch_page(page).run()
         assert_clean(at)
