@@ -22,6 +22,8 @@ LIMITS = {
     "vocab_size": (8, 250_000),
     "type_vocab_size": (0, 16),
 }
+# layer_norm_eps must lie in (0, 0.1]: 1e-12 is BERT's, 1e-6 Keras' LayerNormalization in seed 002, 1e-5 PyTorch's.
+LAYER_NORM_EPS_MAX = 0.1
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,11 @@ class EncoderConfig:
             raise ValueError(f"dropout={self.dropout} must be at least 0 and below 1; try 0.1.")
         if isinstance(self.layer_norm_eps, bool) or not isinstance(self.layer_norm_eps, (int, float)):
             raise ValueError(f"layer_norm_eps={self.layer_norm_eps!r} must be a small positive number such as 1e-5.")
-        if not 0.0 < self.layer_norm_eps <= 0.1:
-            raise ValueError(f"layer_norm_eps={self.layer_norm_eps} must be positive and at most 0.1; try 1e-5.")
+        if not 0.0 < self.layer_norm_eps <= LAYER_NORM_EPS_MAX:  # also false for NaN
+            raise ValueError(
+                f"layer_norm_eps={self.layer_norm_eps} must be positive and at most {LAYER_NORM_EPS_MAX}; "
+                "try 1e-5 (or 1e-6, as Keras)."
+            )
         for name, allowed in (("activation", ACTIVATIONS), ("norm", NORMS), ("positional", POSITIONALS)):
             if getattr(self, name) not in allowed:
                 choices = ", ".join(repr(a) for a in allowed)

@@ -420,6 +420,23 @@ def test_encoder_works_on_its_own_without_build_model():
         assert model(ids)[0].shape == (1, 5, 32)
 
 
+@pytest.mark.parametrize("eps", [1e-6, 1e-5, 1e-12])
+def test_layer_norm_epsilon_reaches_every_layer_norm(eps):
+    cfg = small(layer_norm_eps=eps, final_norm=True, embed_norm=True, positional="learned")
+    model = randomize(build_model(cfg))
+    norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
+    assert len(norms) == 2 * cfg.num_layers + 2 and all(m.eps == eps for m in norms)
+    # Keras' LayerNormalization (seed 002): (x - mean) / sqrt(var + eps) * gamma + beta, var without correction.
+    x = 1e-3 * torch.randn(3, cfg.d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    ln = model.layers[0].ln1.double()
+    mean, var = x.mean(-1, keepdim=True), x.var(-1, correction=0, keepdim=True)
+    keras = (x - mean) / torch.sqrt(var + eps) * ln.weight + ln.bias
+    with torch.no_grad():
+        torch.testing.assert_close(ln(x), keras, rtol=0, atol=1e-9)
+        other = (x - mean) / torch.sqrt(var + (1e-5 if eps != 1e-5 else 1e-6)) * ln.weight + ln.bias
+        assert (ln(x) - other).abs().max().item() > 1e-3  # at variance ~1e-6 the epsilon shows
+
+
 def test_pick_device_prefers_cuda_then_mps_then_cpu(monkeypatch):
     # Selection logic only: this machine has no GPU, so nothing is moved to the chosen device.
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
