@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import torch
@@ -64,6 +65,9 @@ def bert_state_dict(weights: dict[str, torch.Tensor], cfg: EncoderConfig) -> dic
     return state
 
 
+_GLOBAL_RNG = threading.Lock()  # held while a load draws from, and then restores, torch's global RNG
+
+
 def load_pretrained(folder: str | Path | None = None, device: str | torch.device | None = None) -> Encoder:
     """Our Encoder filled with a BERT-style checkpoint; default: the bundled all-MiniLM-L6-v2."""
     folder = Path(folder) if folder is not None else bundled_model_dir()
@@ -91,8 +95,9 @@ def load_pretrained(folder: str | Path | None = None, device: str | torch.device
         )
     # Built on the CPU, not the meta device: meta's init goes through torch._refs, which imports torch._dynamo
     # (1.2-1.7 s of cold start; benchmarks/RESULTS-app.md). The random init is overwritten below, and fork_rng
-    # keeps it from moving the caller's global RNG.
-    with torch.random.fork_rng(devices=[]):
+    # keeps it from moving the caller's global RNG. fork_rng saves and restores process-wide state, so two sessions
+    # loading at once take turns: otherwise one could restore a state the other had already moved.
+    with _GLOBAL_RNG, torch.random.fork_rng(devices=[]):
         model = Encoder(cfg)
     expected = model.state_dict()
     for name, tensor in state.items():

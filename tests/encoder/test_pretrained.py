@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import struct
+import threading
 from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # the oracle reads the installed folder; it must never reach for the network
@@ -297,3 +298,16 @@ def test_corrupt_tokenizer_is_named_when_run(tmp_path, folder):
     model = load_pretrained(broken)
     with pytest.raises(ValueError, match="tokenizer file tokenizer.json"):
         run(model, "hello")
+
+
+def test_concurrent_loads_leave_the_global_rng_where_it_was():
+    """Sessions load models at the same time; none of them may move torch's process-wide RNG."""
+    torch.manual_seed(1234)
+    before = torch.random.get_rng_state()
+    loaders = [threading.Thread(target=load_pretrained) for _ in range(4)]
+    for t in loaders:
+        t.start()
+    for t in loaders:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in loaders)
+    assert torch.equal(torch.random.get_rng_state(), before)
