@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian machine, then run the whole suite.
-#   - system packages: Chromium (for the Playwright browser tests) and Graphviz's `dot` (SVG export)
+#   - system packages: Chromium (for the Playwright browser tests), Graphviz's `dot` (SVG export) and nginx
+#     (tests/app/test_deploy.py runs deploy/serve.sh: replicas behind nginx)
 #   - a virtual environment .venv-test with requirements-test.txt
 # Nothing is skipped: a missing browser or binary makes the tests that need it fail, loudly.
 set -euo pipefail
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)  # deploy tests: replicas behind nginx
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
