@@ -14,7 +14,7 @@
 #   ALLOWED_HOSTS    host names the browsers use, e.g. "class.example.org" (server.allowedHosts; loopback names
 #                    are always allowed; any other Host is refused on the app's WebSocket)
 #   PYTHON           the interpreter with requirements.txt installed (default .venv, else .venv-test, else python3)
-#   OMP_NUM_THREADS  threads per replica (default: cores / N, at least 1)
+#   OMP_NUM_THREADS  PyTorch threads per replica (default 1; serve one replica per core)
 #
 # Each replica warms itself before it is reported ready: deploy/warm.py opens one session over Streamlit's
 # WebSocket protocol, which builds the pretrained model and runs one trace, then visits every page once.
@@ -48,8 +48,10 @@ start_replicas() {  # N
   if [ -n "${REPLICA_PORTS:-}" ]; then read -ra ports <<<"$REPLICA_PORTS"; else
     ports=(); for ((i = 0; i < n; i++)); do ports+=($((8501 + i))); done; fi
   [ ${#ports[@]} -ge "$n" ] || die "REPLICA_PORTS has fewer than $n ports"
-  # One PyTorch thread pool per replica sized to its share of the cores, so N replicas don't oversubscribe them.
-  threads=${OMP_NUM_THREADS:-$(( $(nproc) / n > 0 ? $(nproc) / n : 1 ))}
+  # One PyTorch thread per replica; run one replica per core instead. On the shared 2-core VM one replica with 2
+  # threads spent 170 ms of CPU per script run and reached p95 6.2 s at 20 students; with 1 thread, 53 ms and
+  # p95 1.0 s (benchmarks/RESULTS-serving.md): a thread team stalls whenever one of its threads is descheduled.
+  threads=${OMP_NUM_THREADS:-1}
   # One cookie secret for all replicas, so a tab moved to another replica still has a valid XSRF cookie.
   [ -s "$RUN/cookie-secret" ] || (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN/cookie-secret")
   local hosts=() h

@@ -1,0 +1,101 @@
+"""Capacity curve: simulated students (benchmarks/loadgen.py) against 1 and 2 replicas behind nginx.
+
+For each replica count and class size, a fresh deployment (deploy/serve.sh, warmed) takes `--seconds` of students
+who open a link and then change sentence, layer, head and page with 2-5 s think times. Prints one row per point
+and one JSON line per point plus the machine; writes nothing else. Loopback only; every run stops by itself.
+
+    .venv-test/bin/python benchmarks/capacity.py                       # 1 and 2 replicas x 10, 20, 40, 80
+    .venv-test/bin/python benchmarks/capacity.py --replicas 2 --students 40 --seconds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import resource
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.loadgen import run_load  # noqa: E402
+from benchmarks.machine import cpu_name  # noqa: E402
+from deploy.cluster import Deployment, deployment  # noqa: E402
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def sample_peaks(dep: Deployment, stop: threading.Event, peaks: dict[int, float]) -> None:
+    """Peak RSS per replica: the kernel's high-water mark (VmHWM), read until the point ends."""
+    while not stop.wait(0.5):
+        for port in dep.replica_ports:
+            rss = dep.peak_rss_mb(port)
+            if rss:
+                peaks[port] = max(peaks.get(port, 0.0), rss)
+
+
+def point(replicas: int, students: int, seconds: float, seed: int) -> dict:
+    with deployment(replicas) as dep:
+        cpu0 = {p: dep.cpu_seconds(p) or 0.0 for p in dep.replica_ports}
+        own0 = resource.getrusage(resource.RUSAGE_SELF)
+        peaks: dict[int, float] = {}
+        stop = threading.Event()
+        sampler = threading.Thread(target=sample_peaks, args=(dep, stop, peaks), daemon=True)
+        sampler.start()
+        report = asyncio.run(run_load(dep.url, students, seconds, seed=seed))
+        stop.set()
+        sampler.join()
+        for port in dep.replica_ports:
+            peaks[port] = max(peaks.get(port, 0.0), dep.peak_rss_mb(port) or 0.0)
+        cpu = sum((dep.cpu_seconds(p) or 0.0) - cpu0[p] for p in dep.replica_ports)
+        own = resource.getrusage(resource.RUSAGE_SELF)
+    runs = [r for r in report.runs if r.latency is not None]
+    summary = report.summary()
+    return summary | {
+        "replicas": replicas,
+        "server_cpu_s": round(cpu, 1),
+        "server_cpu_ms_per_run": round(1000 * cpu / max(len(runs), 1)),
+        "server_cores_used": round(cpu / report.seconds, 2),
+        "loadgen_cpu_s": round(own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime, 1),
+        "peak_rss_mb": [round(peaks[p]) for p in sorted(peaks)],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replicas", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--students", type=int, nargs="+", default=[10, 20, 40, 80])
+    parser.add_argument("--seconds", type=float, default=45)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+               "loadavg_before": loadavg()}
+    print(json.dumps({"machine": machine}))
+    print(f"{'replicas':>8} {'students':>8} {'runs/s':>7} {'p50 s':>6} {'p95 s':>6} {'max s':>6} {'errors':>6} "
+          f"{'cpu ms/run':>10} {'cores':>5} {'peak RSS MB':>14}")
+    best: dict[int, int] = {}
+    for replicas in args.replicas:
+        for students in args.students:
+            t0 = time.monotonic()
+            row = point(replicas, students, args.seconds, args.seed)
+            row["loadavg_after"] = loadavg()
+            row["wall_s"] = round(time.monotonic() - t0)
+            print(f"{replicas:>8} {students:>8} {row['interactions_per_s']:>7} {row['p50_s']:>6} {row['p95_s']:>6} "
+                  f"{row['max_s']:>6} {row['errors']:>6} {row['server_cpu_ms_per_run']:>10} "
+                  f"{row['server_cores_used']:>5} {str(row['peak_rss_mb']):>14}", flush=True)
+            print(json.dumps(row), flush=True)
+            if row["p95_s"] is not None and row["p95_s"] <= 1.0 and row["errors"] == 0:
+                best[replicas] = max(best.get(replicas, 0), students)
+    print(json.dumps({"largest_class_p95_le_1s": best, "machine": machine | {"loadavg_after": loadavg()}}))
+
+
+if __name__ == "__main__":
+    main()
