@@ -34,6 +34,11 @@ PAGES = {
         st.Page("views/position.py", title="Position", icon=":material/shuffle:", url_path="word-order"),
         st.Page("views/quiz.py", title="Quiz", icon=":material/quiz:", url_path="check"),
     ],
+    "Use": [
+        st.Page("views/embeddings.py", title="Sentence embeddings", icon=":material/scatter_plot:", url_path="embeddings"),
+        st.Page("views/trajectories.py", title="Token trajectories", icon=":material/timeline:", url_path="trajectories"),
+        st.Page("views/knockout.py", title="Knock out heads", icon=":material/block:", url_path="knockout"),
+    ],
 }
 nav = st.navigation(PAGES)
 

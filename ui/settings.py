@@ -34,6 +34,8 @@ EXAMPLES = {
         "information from all the others, which is why the encoder is called bidirectional."
     ),
 }
+# The Sentence embeddings page compares the sentence with these: a one-word change, a paraphrase, unrelated text.
+MORE_SENTENCES = (SECOND_SENTENCE, "The tired animal stayed on this side of the road.", "The stock market fell.")
 # Longer input is cut with a message. The model reads at most 512 tokens (about 2,500 characters of English), and
 # a cap keeps every link the app writes openable: 5,000 characters of 4-byte emoji are at most ~27 kB in a link.
 MAX_TEXT_CHARS = 5_000
@@ -179,8 +181,10 @@ SETTINGS: dict[str, Setting] = {
         # What the encoder is for (issue 13).
         Setting("pool", "mean", str, ("mean", "cls"), label="Pooling", widget="segmented",
                 names={"mean": "Mean of tokens", "cls": "[CLS] vector"}),
-        Setting("sentences", "", str, label="More sentences, one per line", widget="text_area"),
+        Setting("sentences", "\n".join(MORE_SENTENCES), str, label="More sentences, one per line", widget="text_area",
+                help="Compared with the sentence above; at most 7 more."),
         Setting("ablate", "", str),  # knock-outs, e.g. "3.1,4.attn": layer.head or layer.attn / layer.ffn
+        Setting("follow", "it animal street", str),  # tokens highlighted on Token trajectories, space-separated
     )
 }
 CONFIG_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "activation", "norm", "positional", "final_norm",

@@ -1,0 +1,215 @@
+"""Plotly builders for what the encoder is for (issue 13): sentence similarity, token trajectories, knock-outs, rollout.
+
+Every builder takes plain inputs (tensors, lists of labels, numbers), so it is tested without a model or Streamlit.
+User text reaches plotly only through figures.label(), which escapes '<', '>' and '&'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from torch import Tensor
+
+from .figures import (
+    ATTENTION_SCALE,
+    DIVERGING,
+    _categories,
+    _heatmap_margins,
+    _kept,
+    _layout,
+    _quick,
+    _scale,
+    _style,
+    _token_axis,
+    label,
+    tensor_heatmap,
+)
+
+HIGHLIGHT_COLOURS = ("#e8590c", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599", "#c2255c", "#5c940d")
+OTHER_COLOUR = "#adb5bd"
+MAX_PATH_LABELS = 40  # above this many tokens only the highlighted paths carry their token as text
+
+
+def _matrix(x: Tensor | np.ndarray) -> np.ndarray:
+    return (x.detach().double().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x, dtype=np.float64))
+
+
+def sentence_labels(sentences: list[str], limit: int = 34) -> list[str]:
+    """Short, unique, markup-safe axis labels: "1 · A man is playing guitar." (numbered, so repeats stay apart)."""
+    return [f"{i} · {label(' '.join(s.split()) or '(blank)', limit)}" for i, s in enumerate(sentences, 1)]
+
+
+def similarity_heatmap(sim: Tensor | np.ndarray, sentences: list[str], *, title: str = "Cosine similarity of the "
+                       "sentence vectors", subtitle: str = "", presentation: bool = False) -> go.Figure:
+    """An (n, n) cosine-similarity matrix of n sentences, colours fixed to [-1, 1], each cell printed."""
+    z = _matrix(sim)
+    if z.ndim != 2 or z.shape[0] != z.shape[1] or z.shape[0] != len(sentences):
+        raise ValueError(f"Expected an (n, n) matrix for {len(sentences)} sentences, got {z.shape}.")
+    names = sentence_labels(sentences)
+    size = 20 if presentation else 15
+    cell = dict(
+        type="heatmap", z=z.astype(np.float32), x=names, y=names, zmin=-1, zmax=1, zmid=0,
+        colorscale=_scale(DIVERGING), xgap=2, ygap=2, text=[[f"{v:.2f}" for v in row] for row in z],
+        texttemplate="%{text}", textfont=dict(size=size if len(names) <= 6 else size - 3),
+        colorbar=dict(title=dict(text="cosine", side="right"), thickness=18),
+        hovertemplate="%{y}<br>%{x}<br>cosine %{z:.4f}<extra></extra>",
+    )
+    layout = _layout(title, presentation, subtitle, height=160 + 70 * max(len(names), 3))
+    axis = dict(type="category", tickfont=dict(size=size - 2))
+    # The rows carry the sentences; the columns only their numbers, so nothing is printed twice at an angle.
+    layout["xaxis"] = dict(axis, constrain="domain", side="top", tickmode="array", tickvals=names,
+                           ticktext=[str(i) for i in range(1, len(names) + 1)])
+    layout["yaxis"] = dict(axis, autorange="reversed", scaleanchor="x", constrain="domain")
+    return _quick([cell], layout)
+
+
+def sentence_vectors(vectors: Tensor, sentences: list[str], title: str, *, presentation: bool = False) -> go.Figure:
+    """Each sentence's vector as one row of colours: figures.tensor_heatmap with one row per sentence, numbered."""
+    if vectors.ndim != 2 or vectors.shape[0] != len(sentences):
+        raise ValueError(f"Expected one vector per sentence, got {tuple(vectors.shape)} for {len(sentences)} sentences.")
+    return tensor_heatmap(vectors, [f"{i}" for i in range(1, len(sentences) + 1)], title, presentation=presentation)
+
+
+def trajectories(points: Tensor | np.ndarray, tokens: list[str], highlight: Sequence[int] = (),
+                 explained: tuple[float, float] | list[float] | None = None, *, subtitle: str = "",
+                 presentation: bool = False) -> go.Figure:
+    """Each token's path through the layers in 2-D: points (depth, seq, 2), depth 0 = after the embeddings.
+
+    Highlighted positions are drawn thick, in highlight_colour(i) for the i-th, labelled at both ends; the others
+    share one thin grey trace (one legend entry hides them all). The axes say how much variance each component keeps
+    when `explained` is given.
+    """
+    p = _matrix(points)
+    if p.ndim != 3 or p.shape[2] != 2 or p.shape[1] != len(tokens):
+        raise ValueError(f"Expected (depth, {len(tokens)}, 2) points, got {p.shape}.")
+    depth = p.shape[0]
+    steps = ["emb"] + [f"L{i}" for i in range(depth - 1)]  # depth i > 0 is the output of layer i - 1
+    size = 20 if presentation else 15
+    names = [f"{label(tok, 16)} ({pos})" for pos, tok in enumerate(tokens)]
+    others = [pos for pos in range(len(tokens)) if pos not in highlight]
+    data = []
+    if others:  # one trace, paths separated by gaps: cheap to draw even at 512 tokens
+        gap = [None]
+        xs = [v for pos in others for v in [*p[:, pos, 0], *gap]]
+        ys = [v for pos in others for v in [*p[:, pos, 1], *gap]]
+        ends = len(tokens) <= MAX_PATH_LABELS
+        text = [t for pos in others for t in [*[""] * (depth - 1), label(tokens[pos], 16) if ends else "", ""]]
+        hover = [h for pos in others for h in [*[f"{names[pos]}, {s}" for s in steps], ""]]
+        data.append(dict(type="scatter", x=xs, y=ys, mode="lines+markers+text", name="other tokens",
+                         line=dict(color=OTHER_COLOUR, width=1.5), marker=dict(size=5, color=OTHER_COLOUR),
+                         text=text, textposition="middle right", textfont=dict(size=size - 4, color="#868e96"),
+                         hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", connectgaps=False))
+    grow = np.linspace(6, 16 if presentation else 14, depth)  # markers grow with depth: the path's direction
+    for i, pos in enumerate(dict.fromkeys(highlight)):  # drawn last, on top of the grey paths
+        colour = highlight_colour(i)
+        text = ["emb", *[""] * (depth - 2), f"{label(tokens[pos], 16)} ({steps[-1]})"]
+        data.append(dict(type="scatter", x=p[:, pos, 0], y=p[:, pos, 1], mode="lines+markers+text", name=names[pos],
+                         line=dict(color=colour, width=4), marker=dict(size=grow, color=colour),
+                         text=text, textposition="top center", textfont=dict(size=size, color=colour),
+                         hovertext=[f"{names[pos]}, {s}" for s in steps], hovertemplate="%{hovertext}<extra></extra>"))
+    shares = list(explained) if explained is not None else None
+    axes = [f"PC{i + 1}" + (f" ({shares[i]:.0%} of the variance)" if shares else "") for i in range(2)]
+    title = f"Token trajectories: embeddings and {depth - 1} layers in one 2-D projection"
+    layout = _layout(title, presentation, subtitle, height=700)
+    layout["xaxis"] = dict(title=dict(text=axes[0]), zeroline=False)
+    layout["yaxis"] = dict(title=dict(text=axes[1]), zeroline=False, scaleanchor="x", scaleratio=1)
+    layout["legend"] = dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=size - 2))
+    layout["margin"]["b"] = 90
+    return _quick(data, layout)
+
+
+def highlight_colour(i: int) -> str:
+    """The colour of the i-th highlighted token, the same in every figure."""
+    return HIGHLIGHT_COLOURS[i % len(HIGHLIGHT_COLOURS)]
+
+
+def depth_similarity(cosines: dict[str, list[float] | Tensor], token: str, colours: list[str] | None = None, *,
+                     presentation: bool = False) -> go.Figure:
+    """Cosine similarity of one token's vector to others' at each depth (0 = embeddings), one line per other token."""
+    fig = go.Figure()
+    depth = 0
+    for i, (name, values) in enumerate(cosines.items()):
+        y = _matrix(values).reshape(-1)
+        depth = max(depth, len(y))
+        colour = colours[i] if colours else highlight_colour(i + 1)
+        fig.add_trace(go.Scatter(x=list(range(len(y))), y=y, name=label(name, 24), mode="lines+markers",
+                                 line=dict(width=3, color=colour), marker=dict(size=9),
+                                 hovertemplate="depth %{x}: cosine %{y:.3f}<extra>%{fullData.name}</extra>"))
+    fig.update_xaxes(title="after the embeddings (emb) and after each layer (L0, L1, …)", tickmode="array",
+                     tickvals=list(range(depth)), ticktext=["emb"] + [f"L{i}" for i in range(depth - 1)])
+    fig.update_yaxes(title="cosine similarity", range=[-1.05, 1.05], zeroline=True)
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), showlegend=True)
+    return _style(fig, f"How similar '{label(token, 16)}' is to other tokens, layer by layer", presentation, height=460)
+
+
+def output_change(intact: Tensor, knocked: Tensor, tokens: list[str]) -> pd.DataFrame:
+    """Per token: ‖knocked − intact‖ / ‖intact‖ and the cosine between the two final vectors (both (seq, d_model))."""
+    if intact.shape != knocked.shape or intact.ndim != 2 or intact.shape[0] != len(tokens):
+        raise ValueError(f"Expected two (seq, d_model) outputs for {len(tokens)} tokens, got {tuple(intact.shape)} "
+                         f"and {tuple(knocked.shape)}.")
+    a, b = intact.detach().double().cpu(), knocked.detach().double().cpu()
+    norm_a, norm_b = a.norm(dim=-1), b.norm(dim=-1)
+    rel = (b - a).norm(dim=-1) / norm_a.clamp_min(1e-12)
+    cos = (a * b).sum(-1) / (norm_a * norm_b).clamp_min(1e-12)
+    return pd.DataFrame({"position": range(len(tokens)), "token": list(tokens), "relative_change": rel.numpy(),
+                         "cosine_to_intact": cos.numpy()})
+
+
+def token_change(change: pd.DataFrame, title: str, *, presentation: bool = False) -> go.Figure:
+    """Bars of each token's relative change (output_change's table); the hover adds the cosine to the intact vector."""
+    pos = change["position"].tolist()
+    tokens = change["token"].tolist()
+    cats = _categories(tokens, pos)
+    fig = go.Figure(go.Bar(x=cats, y=change["relative_change"], marker_color="#e8590c",
+                           customdata=change["cosine_to_intact"],
+                           hovertemplate="%{x}: changed by %{y:.1%} (cosine to intact %{customdata:.4f})<extra></extra>"))
+    fig.update_xaxes(title="token", tickangle=-45, **_token_axis(cats, tokens, pos, presentation))
+    fig.update_yaxes(title="‖knocked − intact‖ / ‖intact‖", tickformat=".0%", rangemode="tozero")
+    return _style(fig, label(title, 120), presentation, height=460)
+
+
+def attention_change(intact: Tensor, knocked: Tensor, knocked_layers: set[int] | frozenset[int] = frozenset(), *,
+                     presentation: bool = False) -> go.Figure:
+    """Largest |Δ attention weight| per layer (over heads, queries and keys) between two (L, H, T, T) stacks."""
+    if intact.shape != knocked.shape or intact.ndim != 4:
+        raise ValueError(f"Expected two (layers, heads, seq, seq) stacks, got {tuple(intact.shape)} and {tuple(knocked.shape)}.")
+    delta = (knocked.detach().double() - intact.detach().double()).abs().flatten(1).amax(1).cpu().numpy()  # (L,)
+    layers = list(range(len(delta)))
+    colours = ["#c92a2a" if i in knocked_layers else "#4c6ef5" for i in layers]
+    fig = go.Figure(go.Bar(x=layers, y=delta, marker_color=colours,
+                           hovertemplate="layer %{x}: largest change %{y:.4f}<extra></extra>"))
+    fig.update_xaxes(title="layer", tickmode="array", tickvals=layers,
+                     ticktext=[f"{i} (knocked out)" if i in knocked_layers else str(i) for i in layers])
+    fig.update_yaxes(title="max |Δ attention weight|", rangemode="tozero")
+    return _style(fig, "How much each layer's attention moved", presentation, height=420)
+
+
+def rollout_heatmap(matrix: Tensor, tokens: list[str], layer: int, hide_special: bool = False, *,
+                    subtitle: str = "", presentation: bool = False) -> go.Figure:
+    """Attention rollout up to `layer` (Abnar & Zuidema 2020): a (T, T) matrix, rows = output positions, columns =
+    input tokens, colours from 0 to the largest value (rollout rows sum to 1 but spread thin)."""
+    w = _matrix(matrix)
+    if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] != len(tokens):
+        raise ValueError(f"Expected a (T, T) rollout for {len(tokens)} tokens, got {w.shape}.")
+    pos = _kept(tokens, hide_special)
+    if len(pos) < len(tokens):
+        w = w[np.ix_(pos, pos)]
+    cats = _categories(tokens, pos)
+    gap = 1 if len(pos) <= 40 else 0
+    top = float(np.nanmax(w)) if w.size and np.isfinite(w).any() else 1.0
+    heatmap = dict(type="heatmap", z=w.astype(np.float32), x=cats, y=cats, zmin=0, zmax=max(top, 1e-6),
+                   colorscale=_scale(ATTENTION_SCALE), xgap=gap, ygap=gap,
+                   colorbar=dict(title=dict(text="share", side="right"), thickness=18),
+                   hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>")
+    note = "" if len(pos) == len(tokens) else " ([CLS]/[SEP] hidden)"
+    layout = _layout(f"Attention rollout through layers 0–{layer}{note}", presentation, subtitle, height=720)
+    axis = _token_axis(cats, tokens, pos, presentation)
+    layout["xaxis"] = dict(title=dict(text="input token"), tickangle=-45, constrain="domain", **axis)
+    layout["yaxis"] = dict(title=dict(text=f"position after layer {layer}"), autorange="reversed", scaleanchor="x",
+                           constrain="domain", **axis)
+    layout["margin"] |= _heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
+                                         layout["font"]["size"])
+    return _quick([heatmap], layout)

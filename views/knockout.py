@@ -1,0 +1,130 @@
+"""Knock out heads: zero chosen heads or sub-layers inside the forward pass and see what changes (issue 13)."""
+
+import streamlit as st
+import torch
+
+import ui
+from encoder.viz import figures
+from encoder.viz import purpose as fig
+from ui import purpose
+
+ABLATE_KEY = "ms:ablate"  # the multiselect's own key; the setting lives in the store as "ablate"
+
+
+def choose_knockouts(cfg) -> purpose.Knocks:
+    """The multiselect of every head and sub-layer, bound to the store's "ablate"; Clear and an example beside it."""
+    knocks, problems = purpose.parse_ablate(ui.state.get("ablate"), cfg)
+    for problem in problems:
+        st.warning(ui.literal(problem), icon=":material/block:")
+    options = purpose.ablate_options(cfg)
+    st.session_state[ABLATE_KEY] = purpose.ablate_codes(knocks)  # re-created from the store on every run
+    cols = st.columns([5, 1, 1], vertical_alignment="bottom")
+    cols[0].multiselect("Knock out (zero) these heads or sub-layers", options, key=ABLATE_KEY,
+                        format_func=purpose.ablate_label, on_change=purpose.commit_ablate, args=(ABLATE_KEY,),
+                        placeholder="Type e.g. L3 H1, L2 FFN…")
+    cols[1].button("Clear", on_click=ui.state.put, args=("ablate", ""), disabled=not knocks, width="stretch",
+                   icon=":material/restart_alt:")
+    example = purpose.example_knockout(cfg)
+    cols[2].button(f"Try {purpose.ablate_label(example)}", on_click=ui.state.put, args=("ablate", example),
+                   width="stretch", help="In the pretrained model, layer 3 head 1 links “it” to “animal”.")
+    return knocks
+
+
+def output_effect(fr: ui.Frame, trace, knocked, knocks: purpose.Knocks) -> None:
+    st.subheader("Each token's final vector")
+    change = fig.output_change(trace.output, knocked.output, trace.tokens)
+    worst = change.loc[change["relative_change"].idxmax()]
+    a, b = st.columns(2)
+    a.metric("Largest change", f"{worst['relative_change']:.1%}", help="‖knocked − intact‖ / ‖intact‖ of one token")
+    b.metric("Mean change over tokens", f"{change['relative_change'].mean():.1%}")
+    title = "Change of each token's output vector" + (" (nothing knocked out)" if not knocks else "")
+    name = figures.export_name(trace, "knockout", purpose.format_ablate(knocks) or "none", "output")
+    st.plotly_chart(fig.token_change(change, title, presentation=fr.present), config=figures.png_config(name))
+    ui.caption("How far each token's vector at the encoder's output moves when the chosen parts are zeroed, relative "
+               "to its length in the intact model. Knocking out nothing changes nothing: every bar is 0. Zeroing a "
+               "head removes its share of the attention output before W_O; the residual path still carries the rest.")
+    st.download_button("Download changes (CSV)", change.to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",
+                       icon=":material/download:")
+
+
+def similarity_effect(fr: ui.Frame, knocks: purpose.Knocks) -> None:
+    st.subheader("Similarity of two sentences")
+    cols = st.columns([3, 1])
+    text_b = ui.widget("text_b", cols[0], height=68)
+    pool = ui.widget("pool", cols[1])
+    text_a = ui.state.get("text")
+    if not text_b.strip():
+        st.info("Type a second sentence to compare with the first.")
+        return
+    try:
+        pairs = {name: [purpose.get_sentence_vector(fr, t, pool, ablate=k).vector.double() for t in (text_a, text_b)]
+                 for name, k in (("intact", frozenset()), ("knocked", knocks))}
+    except (ValueError, RuntimeError) as err:
+        st.error(ui.literal(str(err)))
+        return
+    intact, knocked = (float(a @ b) for a, b in pairs.values())
+    a, b = st.columns(2)
+    a.metric("Cosine, intact model", f"{intact:.4f}")
+    b.metric("Cosine, with the knock-out", f"{knocked:.4f}", delta=f"{knocked - intact:+.4f}", delta_color="off")
+    ui.caption("The cosine similarity of the two sentences' pooled vectors (as on the Sentence embeddings page), with "
+               "and without the knock-out. A head that matters for what the sentences share moves it.")
+
+
+@ui.fragment
+def attention_effect() -> None:
+    """Layer and head changes rerun only this part; both traces come from the cache."""
+    fr, trace = ui.need_trace()
+    knocks, _ = purpose.parse_ablate(ui.state.get("ablate"), trace.config)
+    knocked = purpose.get_run(fr, trace.text, knocks)
+    st.subheader("Attention in the later layers")
+    layers = {k[0] for k in knocks}  # knocked-out layers
+    st.plotly_chart(fig.attention_change(trace.attention, knocked.attention, layers, presentation=fr.present),
+                    config=figures.png_config(figures.export_name(trace, "knockout", "attention-change")))
+    if layers:
+        ui.caption(f"A knocked-out head still computes its attention pattern; only its output is zeroed. So layer "
+                   f"{min(layers)} and the layers before it attend exactly as before (0 here), and only the layers after "
+                   "it can change, because their input changed.")
+    cols = st.columns([3, 2, 2], vertical_alignment="bottom")
+    last = trace.num_layers - 1
+    later = min(layers) + 1 if layers else 0  # the first layer whose attention a knock-out can move
+    if 0 < later < last:
+        layer = ui.widget("layer", cols[0], lo=later, hi=last)  # only the layers a knock-out can move
+    else:
+        layer = ui.layer_slider(trace.num_layers, cols[0])
+    avg = ui.widget("avg", cols[2])
+    head = ui.head_select(trace.num_heads, cols[1], disabled=avg)
+    head_sel = None if avg else head
+    left, right = st.columns(2)
+    who = "average of heads" if avg else f"head {head}"
+    for col, name, run in ((left, "Intact", trace), (right, "Knocked out", knocked)):
+        f = figures.attention_heatmap(run, layer, head_sel, presentation=fr.present)
+        f.update_layout(title_text=f"{name}: layer {layer}, {who}")
+        col.plotly_chart(f, config=figures.png_config(figures.export_name(run, name, f"L{layer}", who)))
+    before, after = ((run.attention[layer].mean(0) if avg else run.attention[layer, head]) for run in (trace, knocked))
+    if torch.equal(before, after):
+        st.info(f"Layer {layer} attends exactly as in the intact model: the knock-outs come after it, or it is the "
+                "knocked-out layer itself (its patterns are computed before its output is zeroed).")
+        return
+    diff = figures.attention_difference(after, before, trace.tokens, f"Knocked out minus intact, layer {layer}, {who}",
+                                        presentation=fr.present)
+    st.plotly_chart(diff, config=figures.png_config(figures.export_name(trace, "knockout-diff", f"L{layer}")))
+    ui.caption("Red: the query attends more to that key after the knock-out; blue: less.")
+
+
+def page() -> None:
+    # Tensors stay in this function's locals: the fragment and the callbacks keep nothing alive.
+    fr, trace = ui.need_trace()
+    knocks = choose_knockouts(trace.config)
+    if not knocks:
+        st.info("Nothing is knocked out yet, so everything below matches the intact model. Choose heads above.")
+    try:
+        knocked = purpose.get_run(fr, trace.text, knocks)
+    except (ValueError, RuntimeError) as err:
+        st.error(ui.literal(str(err)))
+        return
+    output_effect(fr, trace, knocked, knocks)
+    similarity_effect(fr, knocks)
+    attention_effect()
+
+
+page()

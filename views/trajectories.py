@@ -1,0 +1,68 @@
+"""Token trajectories: every token's vector after the embeddings and after each layer, in one 2-D PCA (issue 13)."""
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from encoder.analysis import embeddings
+from encoder.viz import figures
+from encoder.viz import purpose as fig
+from encoder.viz.diagram import printable
+from ui import purpose
+
+FOLLOW_KEY = "ms:follow"  # the multiselect's own key; the setting lives in the store as "follow"
+
+
+def choose_tokens(tokens: list[str]) -> list[str]:
+    """The highlighted tokens: a multiselect over this sentence's distinct tokens, bound to the store's "follow"."""
+    options = list(dict.fromkeys(tokens))
+    chosen = [w for w in ui.state.get("follow").split() if w in options]
+    st.session_state[FOLLOW_KEY] = chosen  # re-created from the store on every run, like ui.widget's widgets
+    st.multiselect("Tokens to highlight", options, key=FOLLOW_KEY, format_func=printable, on_change=purpose.commit_words,
+                   args=(FOLLOW_KEY, "follow"), placeholder="Choose tokens to follow through the layers")
+    return chosen
+
+
+@ui.fragment
+def trajectories_view() -> None:
+    """A highlight change reruns only this part; the projection is computed once per trace."""
+    fr, trace = ui.need_trace()
+    chosen = choose_tokens(trace.tokens)
+    highlight = [i for word in chosen for i, t in enumerate(trace.tokens) if t == word]  # colours follow this order
+    points, shares = embeddings.trajectories(trace)  # (depth, seq, 2), the two components' shares of the variance
+    name = figures.export_name(trace, "trajectories")
+    subtitle = f"“{figures.label(' '.join(trace.text.split()), 90)}”"
+    st.plotly_chart(fig.trajectories(points, trace.tokens, highlight, shares, subtitle=subtitle, presentation=fr.present),
+                    config=figures.png_config(name))
+    kept = float(shares[0] + shares[1])
+    ui.caption(f"One PCA, fitted on all {trace.num_layers + 1} × {trace.seq_len} token vectors at once (after the "
+               f"embeddings, then after each layer), so every step is drawn in the same coordinates. It keeps the two "
+               f"directions along which these vectors vary most: {shares[0]:.0%} and {shares[1]:.0%} of the variance, "
+               f"{kept:.0%} together. The other {trace.config.d_model - 2} dimensions ({1 - kept:.0%} of the variance) "
+               "are flattened, so two points close on screen can be far apart in the model: check a distance below, "
+               "in all dimensions, before trusting it.")
+    table = pd.DataFrame([{"position": i, "token": t, "depth": d, "pc1": float(points[d, i, 0]),
+                           "pc2": float(points[d, i, 1])}
+                          for i, t in enumerate(trace.tokens) for d in range(points.shape[0])])
+    st.download_button("Download coordinates (CSV)", table.to_csv(index=False), file_name=f"{name}.csv",
+                       mime="text/csv", icon=":material/download:")
+
+    if len(chosen) < 2:
+        st.info("Highlight two or more tokens (e.g. “it” and “animal”) to measure how close they get, layer by layer.")
+        return
+    source, *targets = [trace.tokens.index(t) for t in chosen]  # first occurrences
+    cosines = {f"{trace.tokens[j]} ({j})": embeddings.token_similarity(trace, source, j) for j in targets}
+    colours = [fig.highlight_colour(highlight.index(j)) for j in targets]
+    st.plotly_chart(fig.depth_similarity(cosines, chosen[0], colours, presentation=fr.present),
+                    config=figures.png_config(figures.export_name(trace, "token-similarity", chosen[0])))
+    ui.caption(f"Cosine similarity of '{ui.literal(printable(chosen[0], 30))}' (its first occurrence) to the other "
+               "highlighted tokens after the embeddings and after each layer, in all dimensions: what the picture "
+               "above can only hint at. Tokens that the layers mix into each other grow more alike with depth.")
+
+
+def page() -> None:
+    ui.need_trace()
+    trajectories_view()
+
+
+page()
