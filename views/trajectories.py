@@ -29,7 +29,7 @@ def trajectories_view() -> None:
     fr, trace = ui.need_trace()
     chosen = choose_tokens(trace.tokens)
     highlight = [i for word in chosen for i, t in enumerate(trace.tokens) if t == word]  # colours follow this order
-    points, shares = embeddings.trajectories(trace)  # (depth, seq, 2), the two components' shares of the variance
+    points, shares = purpose.get_trajectories(fr)  # (depth, seq, 2), the two components' shares of the variance
     name = figures.export_name(trace, "trajectories")
     subtitle = f"“{figures.label(' '.join(trace.text.split()), 90)}”"
     st.plotly_chart(fig.trajectories(points, trace.tokens, highlight, shares, subtitle=subtitle, presentation=fr.present),
