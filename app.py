@@ -23,6 +23,7 @@ st.set_page_config(page_title="Encoder Explorer", page_icon=":material/hub:", la
 PAGES = {
     "Explore": [
         st.Page("views/attention.py", title="Attention", icon=":material/grid_on:", url_path="heatmaps", default=True),
+        st.Page("views/heads.py", title="Inside a head", icon=":material/hub:", url_path="inside-a-head"),
         st.Page("views/activations.py", title="Activations", icon=":material/monitoring:", url_path="statistics"),
         st.Page("views/dataflow.py", title="Data flow", icon=":material/account_tree:", url_path="diagram"),
         st.Page("views/tokens.py", title="Tokens & embeddings", icon=":material/token:", url_path="wordpieces"),

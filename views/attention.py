@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from encoder.viz import figures
+from ui import headview
 
 ui.need_trace()
 
@@ -20,13 +21,13 @@ def attention_view() -> None:
         name = figures.export_name(trace, "model-view")
         ui.caption("Every head of every layer as a thumbnail (long inputs are block-averaged to keep the page light). "
                    "Rows are query tokens, columns the keys they attend to.")
-        st.plotly_chart(fig, config=figures.png_config(name))
+        headview.clickable_chart(fig, figures.png_config(name), "pick-model-view", trace.num_heads)  # click: open it
         return
     layer = ui.layer_slider(trace.num_layers, cols[0])
     if view == "layer":
         fig = figures.attention_grid(trace, layer, hide_special=hide)
         name = figures.export_name(trace, f"L{layer}", "all-heads")
-        st.plotly_chart(fig, config=figures.png_config(name))
+        headview.clickable_chart(fig, figures.png_config(name), "pick-grid", trace.num_heads, layer)  # click: open it
         ui.caption("Each head learns its own pattern: some look at the next or previous word, some at [SEP], "
                    "some at related words. With no mask, every token may attend to every other (bidirectional).")
         return

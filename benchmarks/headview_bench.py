@@ -1,0 +1,186 @@
+"""The head view (issue 12) in Chromium: hover and head/layer switches drawn in the browser, payload size, 512 tokens.
+
+Run from the repo root: `python benchmarks/headview_bench.py` (about 2 minutes on 2 cores). Needs /usr/bin/chromium.
+Prints a table, then one JSON line with every figure and the machine.
+
+Measured on the "Inside a head" page with the pretrained model (6 layers × 12 heads):
+- payload: the component's data at 128 tokens (all layers × heads, uint16) and at 512 tokens (one layer).
+- hover / head / layer at 128 tokens: a real Playwright mouse hover or click, timed inside the page from the input
+  event's timestamp to the first frame painted after the lines were redrawn (requestAnimationFrame, then a task);
+  median of 10. Script runs (the app's data-test-script-state turning "running") are counted from the first input
+  to the last paint: the redraws never wait for the server. The choice then reaches the app SYNC ms after the last
+  click as one fragment run, reported separately.
+- layer at 512 tokens: only the chosen layer is in the browser, so a switch asks the app for the next one; timed
+  from the click to the new layer's lines painted; median of 5. "blank" checks that the page never lost its
+  tokens and that the canvas holds lines after every switch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from benchmarks.machine import cpu_name  # noqa: E402
+from encoder import load_pretrained, run  # noqa: E402
+from tests.app.server import launch, streamlit_server, wait_ready  # noqa: E402
+from tests.hostile_inputs import LONG_PARAGRAPH  # noqa: E402
+from ui import headview  # noqa: E402
+
+TARGETS_MS = {"hover_128": 50, "head_128": 50, "layer_128": 50, "layer_512": 300}
+PAYLOAD_LIMIT = 3_000_000
+TIMEOUT_MS = 180_000
+HV = """document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hv')"""
+# Counts script runs from now on: each time the app's script state turns "running".
+COUNT_RUNS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  window.__runs = 0;
+  let last = app.getAttribute('data-test-script-state');
+  new MutationObserver(() => {
+    const now = app.getAttribute('data-test-script-state');
+    if (now === 'running' && last !== 'running') window.__runs += 1;
+    last = now;
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+# A layer switch that needs the server: from the click to the first paint with the new layer's lines.
+SWITCH_JS = f"""(layer) => new Promise((resolve) => {{
+  const r = {HV};
+  let t0;
+  r.addEventListener('click', (e) => {{ t0 = e.timeStamp; }}, {{capture: true, once: true}});
+  const done = () => r.dataset.layer === String(layer) && !r.classList.contains('loading');
+  const obs = new MutationObserver(() => {{
+    if (t0 === undefined || !done()) return;
+    obs.disconnect();
+    requestAnimationFrame(() => setTimeout(() => resolve(performance.now() - t0), 0));
+  }});
+  obs.observe(r, {{attributes: true}});
+  r.querySelector(`button[data-layer="${{layer}}"]`).click();
+}})"""
+INK_JS = f"""() => {{
+  const r = {HV};
+  const c = r.querySelector('canvas');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, Math.min(c.height, 2000)).data;
+  let ink = 0;
+  for (let i = 3; i < d.length; i += 4) ink += d[i] > 0;
+  return {{ink, tokens: r.querySelectorAll('.hv-left .hv-tok').length}};
+}}"""
+
+
+def text_of(model, tokens: int) -> str:
+    """A prefix of the long paragraph that tokenises to exactly `tokens` tokens ([CLS] and [SEP] included)."""
+    words = LONG_PARAGRAPH.split()
+    lo, hi = 1, len(words)
+    while lo < hi:  # the longest prefix with at most `tokens` tokens
+        mid = (lo + hi + 1) // 2
+        if run(model, " ".join(words[:mid]), max_tokens=512).seq_len <= tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    text = " ".join(words[:lo])
+    while run(model, text, max_tokens=512).seq_len < tokens:
+        text += " a"
+    return text
+
+
+def state(page) -> dict:
+    return page.evaluate(f"() => ({{...{HV}.dataset}})")
+
+
+def painted_after(page, before: int) -> float:
+    """Wait for a paint newer than `before`; its input-to-paint time in ms."""
+    page.wait_for_function(f"(n) => +({HV}.dataset.painted || 0) > n", arg=before, timeout=TIMEOUT_MS, polling="raf")
+    return float(state(page)["inputMs"])
+
+
+def timed_inputs(page, act, n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        before = int(state(page).get("painted", 0))
+        act(i)
+        out.append(painted_after(page, before))
+    return out
+
+
+def open_view(page, url: str, text: str) -> float:
+    t0 = time.perf_counter()
+    page.goto(f"{url}/inside-a-head?" + urllib.parse.urlencode({"text": text}))
+    wait_ready(page, TIMEOUT_MS)
+    page.wait_for_function(f"() => !!{HV}?.dataset.draws", timeout=TIMEOUT_MS)
+    return time.perf_counter() - t0
+
+
+def bench(runs: int) -> dict:
+    model = load_pretrained()
+    texts = {n: text_of(model, n) for n in (128, 512)}
+    traces = {n: run(model, t) for n, t in texts.items()}
+    sel = dict(layer=3, head=1, avg=False, query=0)
+    payload = {n: len(headview.payload(traces[n], sel, name="x")) for n in texts}
+    out = {"payload_128_bytes": payload[128], "payload_512_bytes": payload[512]}
+    with streamlit_server() as (url, _), sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        out["open_128_s"] = open_view(page, url, texts[128])
+        page.evaluate(COUNT_RUNS)
+        toks = page.locator(".hv .hv-left .hv-tok")
+        hover = timed_inputs(page, lambda i: toks.nth(5 + 9 * i).hover(), runs)
+        heads = timed_inputs(page, lambda i: page.locator(f'.hv button[data-head="{(i * 5 + 2) % 12}"]').click(), runs)
+        layers = timed_inputs(page, lambda i: page.locator(f'.hv button[data-layer="{(i + 4) % 6}"]').click(), runs)
+        out["runs_during_switches"] = page.evaluate("() => window.__runs")
+        t0 = time.perf_counter()
+        page.wait_for_function("() => window.__runs > 0", timeout=TIMEOUT_MS)  # the deferred pick, once
+        wait_ready(page, TIMEOUT_MS)
+        out["pick_reaches_app_s"] = time.perf_counter() - t0
+        out["runs_after_pick"] = page.evaluate("() => window.__runs")
+        out |= {"hover_128_ms": statistics.median(hover), "head_128_ms": statistics.median(heads),
+                "layer_128_ms": statistics.median(layers), "hover_128_max_ms": max(hover),
+                "head_128_max_ms": max(heads), "layer_128_max_ms": max(layers)}
+
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        out["open_512_s"] = open_view(page, url, texts[512])
+        switches, blank = [], False
+        for i in range(max(5, runs // 2)):
+            switches.append(page.evaluate(SWITCH_JS, (i + 4) % 6))
+            ink = page.evaluate(INK_JS)
+            blank |= ink["ink"] == 0 or ink["tokens"] != 512
+        out |= {"layer_512_ms": statistics.median(switches), "layer_512_max_ms": max(switches), "blank_512": blank}
+        browser.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    r = bench(args.runs)
+    rows = [
+        ("token hover, 128 tokens", r["hover_128_ms"], r["hover_128_max_ms"], TARGETS_MS["hover_128"]),
+        ("head switch, 128 tokens", r["head_128_ms"], r["head_128_max_ms"], TARGETS_MS["head_128"]),
+        ("layer switch, 128 tokens", r["layer_128_ms"], r["layer_128_max_ms"], TARGETS_MS["layer_128"]),
+        ("layer switch, 512 tokens", r["layer_512_ms"], r["layer_512_max_ms"], TARGETS_MS["layer_512"]),
+    ]
+    print(f"{'input -> lines painted':28} {'median ms':>10} {'max ms':>8} {'target':>7}  met")
+    for name, med, worst, target in rows:
+        print(f"{name:28} {med:10.1f} {worst:8.1f} {target:7d}  {'yes' if med <= target else 'NO'}")
+    print(f"script runs during the 128-token hovers and switches: {r['runs_during_switches']} (target 0); the pick "
+          f"then reached the app as {r['runs_after_pick']} run(s), {r['pick_reaches_app_s']:.2f} s after the last click")
+    print(f"payload: {r['payload_128_bytes'] / 1e6:.2f} MB at 128 tokens (all 6 × 12 maps; limit 3 MB), "
+          f"{r['payload_512_bytes'] / 1e6:.2f} MB at 512 tokens (one layer)")
+    print(f"page open to lines drawn: {r['open_128_s']:.2f} s at 128 tokens, {r['open_512_s']:.2f} s at 512; "
+          f"blank page at 512: {'yes' if r['blank_512'] else 'no'}")
+    machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+    print(json.dumps({"bench": "headview", **{k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()},
+                      "machine": machine}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Inside one head (issue 12): q_i and every k_j, q_i·k_j, ÷√d_k, softmax, the weighted sum of values, W_O.
+
+Every number comes from the trace of one forward pass (its q, k, v, z and concat taps, its attention and attn tap);
+the arithmetic shown between them is redone here in float64 so a test can check it lands on the trace's values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+from torch import Tensor
+
+from ..trace import Trace
+from .figures import ATTENTION_SCALE, DIVERGING, _check, _layout, _paper_note, _quick, _scale, label
+
+TEXT_UP_TO = 40  # tokens up to which the score and weight columns print their numbers
+
+
+@dataclass(frozen=True)
+class HeadSteps:
+    """One query token's path through one head, as float64 arrays (T tokens, d_k = d_head, D = d_model)."""
+
+    layer: int
+    head: int
+    query: int
+    tokens: list[str]
+    q: np.ndarray  # (d_k,) the query vector q_i, unscaled
+    k: np.ndarray  # (T, d_k) every key k_j
+    v: np.ndarray  # (T, d_k) every value v_j
+    scores: np.ndarray  # (T,) q_i·k_j
+    scaled: np.ndarray  # (T,) q_i·k_j / √d_k
+    weights: np.ndarray  # (T,) softmax of scaled: row i of the attention map
+    trace_row: np.ndarray  # (T,) row i of trace.attention, for comparison
+    mixed: np.ndarray  # (T, d_k) a_ij v_j
+    z_sum: np.ndarray  # (d_k,) Σ_j a_ij v_j
+    z: np.ndarray  # (d_k,) the head's output z_i as the forward pass computed it
+    concat: np.ndarray  # (D,) Concat(z_i of every head): the row W_O multiplies
+    attn: np.ndarray  # (D,) the attn tap's row i: concat · W_Oᵀ + b
+
+    @property
+    def d_k(self) -> int:
+        return self.q.shape[0]
+
+
+def head_steps(trace: Trace, layer: int, head: int, query: int) -> HeadSteps:
+    """The numbers of one query token in one head, from the trace's own taps."""
+    _check(trace, layer, head)
+    if not 0 <= query < trace.seq_len:
+        raise ValueError(f"query={query} is out of range; choose a token from 0 to {trace.seq_len - 1}.")
+    h = trace.heads[layer]
+    f64 = lambda t: t.detach().double().cpu().numpy()  # noqa: E731
+    q, k, v = f64(h["q"][head, query]), f64(h["k"][head]), f64(h["v"][head])
+    scores = k @ q
+    scaled = scores / math.sqrt(q.shape[0])
+    e = np.exp(scaled - scaled.max())
+    weights = e / e.sum()
+    mixed = weights[:, None] * v
+    return HeadSteps(layer=layer, head=head, query=query, tokens=list(trace.tokens), q=q, k=k, v=v, scores=scores,
+                     scaled=scaled, weights=weights, trace_row=f64(trace.attention[layer, head, query]), mixed=mixed,
+                     z_sum=mixed.sum(0), z=f64(h["z"][head, query]), concat=f64(h["concat"][query]),
+                     attn=f64(trace.taps[layer]["attn"][query]))
+
+
+def _rows(steps: HeadSteps) -> list[str]:
+    """Row labels: the tokens, made safe for plotly and numbered (repeated words stay apart)."""
+    return [f"{label(t, 16)} ({j})" for j, t in enumerate(steps.tokens)]
+
+
+def _m(*arrays: np.ndarray) -> float:
+    return max(max(float(np.abs(a).max()) for a in arrays), 1e-6)
+
+
+def _grid(n: int, z: np.ndarray, rows: list[str], scale: str, zmin: float, zmax: float, hover: str,
+          text: bool = False, colorbar: dict | None = None) -> dict:
+    """A heatmap on axes pair n, as a plain dict (built without plotly.py's validation: figures._quick)."""
+    z2 = z if z.ndim == 2 else z[:, None]
+    trace = dict(type="heatmap", z=z2, x=list(range(z2.shape[1])), y=rows, colorscale=_scale(scale), zmin=zmin,
+                 zmax=zmax, hovertemplate=hover, showscale=colorbar is not None, xaxis=f"x{n}", yaxis=f"y{n}")
+    if colorbar is not None:
+        trace["colorbar"] = colorbar
+    if text:
+        trace["texttemplate"] = "%{z:.3f}"
+    return trace
+
+
+def _panel(n: int, x: tuple[float, float], y: tuple[float, float], title: str, size: int, ticks: bool = False) -> dict:
+    """Axes pair n on the paper box x × y, rows top-down, with a title above the box."""
+    s = str(n) if n > 1 else ""
+    return {f"xaxis{s}": dict(domain=list(x), anchor=f"y{s}", showticklabels=False, showgrid=False, zeroline=False),
+            f"yaxis{s}": dict(domain=list(y), anchor=f"x{s}", type="category", autorange="reversed", showgrid=False,
+                              showticklabels=ticks, zeroline=False),
+            "_title": _paper_note(title, (x[0] + x[1]) / 2, y[1], size, yanchor="bottom")}
+
+
+def _figure(data: list[dict], panels: list[dict], title: str, subtitle: str, height: int, presentation: bool) -> go.Figure:
+    layout = _layout(title, presentation, subtitle, height)
+    layout["margin"] = dict(l=10, r=10, t=130, b=30)
+    notes = []
+    for p in panels:
+        notes.append(p.pop("_title"))
+        layout |= p
+    layout["annotations"] = notes
+    for trace in data:  # the axes names as plotly wants them: x, x2, x3...
+        trace["xaxis"], trace["yaxis"] = (trace["xaxis"].replace("x1", "x"), trace["yaxis"].replace("y1", "y"))
+    return _quick(data, layout)
+
+
+def _split(fractions: list[float], gap: float, start: float = 0.0, end: float = 1.0) -> list[tuple[float, float]]:
+    """Consecutive [a, b] spans of [start, end] in these proportions with `gap` between them."""
+    total = end - start - gap * (len(fractions) - 1)
+    spans, at = [], start
+    for f in fractions:
+        spans.append((at, at + total * f / sum(fractions)))
+        at += total * f / sum(fractions) + gap
+    return spans
+
+
+def _heights(T: int) -> tuple[int, tuple[float, float], tuple[float, float]]:
+    """Figure height and the paper spans of the one-row strip (top) and the token rows (below)."""
+    height = min(1100, max(440, 24 * T + 260))
+    strip = 34 / (height - 160)
+    return height, (1 - strip, 1.0), (0.0, 1 - strip - 80 / (height - 160))
+
+
+def scores_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
+    """q_i over every k_j, then q_i·k_j, ÷√d_k and the softmax: row i of the attention map."""
+    T, dk, i = len(steps.tokens), steps.d_k, steps.query
+    rows, tok, root = _rows(steps), label(steps.tokens[i], 24), math.sqrt(dk)
+    size, text = (18 if presentation else 14), T <= TEXT_UP_TO
+    height, top, body = _heights(T)
+    x = _split([0.52, 0.16, 0.16, 0.16], 0.03, 0.1, 0.93)
+    m, s = _m(steps.q, steps.k), _m(steps.scores)
+    bar = dict(title=dict(text="q, k", side="right"), thickness=14, len=0.5, y=0.5)
+    data = [
+        _grid(1, steps.q[None, :], [f"q ({i})"], DIVERGING, -m, m, "q_i dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar),
+        _grid(2, steps.k, rows, DIVERGING, -m, m, "k of %{y}, dim %{x}: %{z:.4f}<extra></extra>"),
+        _grid(3, steps.scores, rows, DIVERGING, -s, s, "q_i·k of %{y} = %{z:.4f}<extra></extra>", text),
+        _grid(4, steps.scaled, rows, DIVERGING, -s / root, s / root, f"q_i·k of %{{y}} / √{dk} = %{{z:.4f}}<extra></extra>",
+              text),
+        _grid(5, steps.weights, rows, ATTENTION_SCALE, 0, 1, f"“{tok}” → %{{y}}: %{{z:.6f}}<extra></extra>", text),
+    ]
+    panels = [
+        _panel(1, x[0], top, f"q_i for “{tok}” ({i}): 1 × d_k = 1 × {dk}", size),
+        _panel(2, x[0], body, f"K: T × d_k = {T} × {dk}", size, ticks=True),
+        _panel(3, x[1], body, f"q_i·k_j<br>{T} scores", size),
+        _panel(4, x[2], body, f"÷ √{dk}<br>= ÷ {root:.2f}", size),
+        _panel(5, x[3], body, f"softmax<br>= row {i} of A", size),
+    ]
+    sub = (f"Layer {steps.layer}, head {steps.head}. Each key's score is q_i·k_j; dividing by √d_k keeps the "
+           "softmax from saturating; the softmax turns the scores into weights that sum to 1.")
+    return _figure(data, panels, f"How “{tok}” decides where to look", sub, height, presentation)
+
+
+def values_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
+    """The weights times every v_j, summed over the keys: the head's output z_i."""
+    T, dk, i = len(steps.tokens), steps.d_k, steps.query
+    rows, tok = _rows(steps), label(steps.tokens[i], 24)
+    size = 18 if presentation else 14
+    height, top, body = _heights(T)
+    x = _split([0.14, 0.43, 0.43], 0.03, 0.1, 0.93)
+    m, mz = _m(steps.v), _m(steps.mixed, steps.z_sum)  # the sum gets its own scale: it is far smaller than v
+    bar = dict(title=dict(text="v", side="right"), thickness=14, len=0.45, y=0.25)
+    zbar = dict(title=dict(text="a·v, z", side="right"), thickness=14, len=0.45, y=0.75)
+    data = [
+        _grid(1, steps.z_sum[None, :], [f"z ({i})"], DIVERGING, -mz, mz, "z_i dim %{x}: %{z:.4f}<extra></extra>",
+              colorbar=zbar),
+        _grid(2, steps.weights, rows, ATTENTION_SCALE, 0, 1, "a to %{y}: %{z:.4f}<extra></extra>", T <= TEXT_UP_TO),
+        _grid(3, steps.v, rows, DIVERGING, -m, m, "v of %{y}, dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar),
+        _grid(4, steps.mixed, rows, DIVERGING, -mz, mz, "a·v of %{y}, dim %{x}: %{z:.4f}<extra></extra>"),
+    ]
+    panels = [
+        _panel(1, x[2], top, f"z_i = Σ_j a_ij v_j: 1 × d_k = 1 × {dk}", size),
+        _panel(2, x[0], body, f"a_ij: {T}", size, ticks=True),
+        _panel(3, x[1], body, f"V: T × d_k = {T} × {dk}", size),
+        _panel(4, x[2], body, f"a_ij · v_j: {T} × {dk}", size),
+    ]
+    sub = (f"Layer {steps.layer}, head {steps.head}, query “{tok}”. Each value row is scaled by its weight; the "
+           "columns of the scaled rows sum to the head's output.")
+    return _figure(data, panels, "The weighted sum of the values", sub, height, presentation)
+
+
+def output_figure(steps: HeadSteps, num_heads: int, w_o: Tensor | None = None, *,
+                  presentation: bool = False) -> go.Figure:
+    """Concat of every head's z_i, this head's share through W_O, and the attn tap row (1 × d_model each)."""
+    D, dk, h, i = steps.concat.shape[0], steps.d_k, steps.head, steps.query
+    tok, size = label(steps.tokens[i], 24), (18 if presentation else 14)
+    a, b = h * dk, (h + 1) * dk
+    strips = [(steps.concat, f"Concat(z_i of heads 0…{num_heads - 1}): 1 × d_model = 1 × {D}; head {h} is columns "
+                             f"{a}–{b - 1}")]
+    if w_o is not None:
+        share = w_o.detach().double().cpu().numpy()[:, a:b] @ steps.z  # (D,)
+        strips.append((share, f"head {h}'s share: z_i · W_O[:, {a}:{b}]ᵀ (W_O is {D} × {D}): 1 × {D}"))
+    strips.append((steps.attn, f"attn tap = Concat · W_Oᵀ + b: 1 × {D}"))
+    m = _m(*(z for z, _ in strips))
+    ys = _split([1] * len(strips), 0.75 / len(strips), 0.1, 1.0)[::-1]
+    data, panels = [], []
+    for n, ((z, title), y) in enumerate(zip(strips, ys, strict=True), start=1):
+        bar = dict(thickness=14, len=0.8) if n == 1 else None
+        data.append(_grid(n, z[None, :], [""], DIVERGING, -m, m, "dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar))
+        panels.append(_panel(n, (0.0, 0.93), y, title, size))
+    last = "xaxis" + (str(len(strips)) if len(strips) > 1 else "")
+    panels[-1][last] |= dict(showticklabels=True, title=dict(text="dimension"))
+    height = 110 * len(strips) + 220
+    layout_shape = dict(type="rect", x0=a - 0.5, x1=b - 0.5, y0=-0.5, y1=0.5, xref="x", yref="y",
+                        line=dict(color="#212529", width=3))
+    sub = f"Layer {steps.layer}, query “{tok}”. The heads' outputs side by side, mixed by W_O into the attn tap."
+    fig = _figure(data, panels, "Concatenate the heads, then W_O", sub, height, presentation)
+    fig.layout.shapes = (layout_shape,)
+    return fig

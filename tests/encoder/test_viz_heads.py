@@ -1,0 +1,98 @@
+"""Inside one head (issue 12): the numbers on the figures are the forward pass's, and the arithmetic between them holds."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from encoder import EncoderConfig, build_model, run
+from encoder.viz import heads
+
+TEXT = "The animal didn't cross the street because it was too tired."
+
+
+@pytest.fixture(scope="module", params=["post", "pre"])
+def model(request):
+    return build_model(EncoderConfig(d_model=48, num_heads=4, d_ff=96, num_layers=3, max_len=64, seed=5,
+                                     norm=request.param))
+
+
+@pytest.fixture(scope="module")
+def trace(model):
+    return run(model, TEXT)
+
+
+def panel(fig, n: int) -> np.ndarray:
+    """The z values of the figure's n-th heatmap (0-based), as float64."""
+    return np.asarray([t for t in fig.data if t.type == "heatmap"][n].z, dtype=np.float64)
+
+
+def titles(fig) -> str:
+    return " | ".join(a.text for a in fig.layout.annotations)
+
+
+@pytest.mark.parametrize(("layer", "head", "query"), [(0, 0, 0), (1, 2, 10), (2, 3, 15)])
+def test_scaled_scores_softmax_to_the_traces_attention_row(trace, layer, head, query):
+    steps = heads.head_steps(trace, layer, head, query)
+    fig = heads.scores_figure(steps)
+    row = trace.attention[layer, head, query].double().numpy()
+    q, k = panel(fig, 0)[0], panel(fig, 1)  # (d_k,), (T, d_k) as drawn
+    scores, scaled, shown = panel(fig, 2)[:, 0], panel(fig, 3)[:, 0], panel(fig, 4)[:, 0]
+    np.testing.assert_allclose(scores, k @ q, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(scaled, scores / math.sqrt(trace.config.d_head), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(torch.softmax(torch.tensor(scaled), 0).numpy(), row, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(shown, row, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(q, trace.heads[layer]["q"][head, query].double().numpy())
+    np.testing.assert_array_equal(k, trace.heads[layer]["k"][head].double().numpy())
+
+
+def test_weighted_values_sum_to_the_head_output_of_the_forward_pass(trace):
+    steps = heads.head_steps(trace, 1, 3, 10)
+    fig = heads.values_figure(steps)
+    z, weights, v, mixed = panel(fig, 0)[0], panel(fig, 1)[:, 0], panel(fig, 2), panel(fig, 3)
+    np.testing.assert_array_equal(v, trace.heads[1]["v"][3].double().numpy())
+    np.testing.assert_allclose(mixed, weights[:, None] * v, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(z, mixed.sum(0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(z, trace.heads[1]["z"][3, 10].double().numpy(), rtol=0, atol=1e-6)
+
+
+def test_the_heads_shares_through_w_o_add_up_to_the_attn_tap(model, trace):
+    layer, query = 2, 4
+    w_o, b_o = model.layers[layer].attn.out.weight, model.layers[layer].attn.out.bias
+    shares = []
+    for h in range(trace.num_heads):
+        fig = heads.output_figure(heads.head_steps(trace, layer, h, query), trace.num_heads, w_o)
+        concat, share, attn = panel(fig, 0)[0], panel(fig, 1)[0], panel(fig, 2)[0]
+        shares.append(share)
+    np.testing.assert_array_equal(concat, trace.heads[layer]["concat"][query].double().numpy())
+    np.testing.assert_array_equal(attn, trace.taps[layer]["attn"][query].double().numpy())
+    np.testing.assert_allclose(np.sum(shares, 0) + b_o.double().detach().numpy(), attn, rtol=0, atol=1e-5)
+
+
+def test_shapes_sit_on_the_figures(trace):
+    T, dk, D = trace.seq_len, trace.config.d_head, trace.config.d_model
+    steps = heads.head_steps(trace, 0, 1, 2)
+    assert f"K: T × d_k = {T} × {dk}" in titles(heads.scores_figure(steps))
+    assert f"÷ √{dk}" in titles(heads.scores_figure(steps))
+    assert f"V: T × d_k = {T} × {dk}" in titles(heads.values_figure(steps))
+    assert f"1 × d_model = 1 × {D}; head 1 is columns {dk}–{2 * dk - 1}" in titles(heads.output_figure(steps, 4))
+    assert len([t for t in heads.output_figure(steps, 4).data if t.type == "heatmap"]) == 2  # no W_O: no share strip
+
+
+def test_training_mode_dropout_is_why_the_sum_differs(model):
+    tr = run(build_model(model.cfg.replace(dropout=0.5)), TEXT, train=True)
+    steps = heads.head_steps(tr, 0, 0, 3)
+    np.testing.assert_allclose(steps.weights, steps.trace_row, rtol=0, atol=1e-6)  # dropout acts after the softmax
+    assert np.abs(steps.z_sum - steps.z).max() > 1e-4
+
+
+def test_token_labels_are_escaped_and_bad_choices_say_what_to_change(model):
+    tr = run(model, "<b>bold</b> & <img src=x onerror=alert(1)>")
+    fig = heads.scores_figure(heads.head_steps(tr, 0, 0, 1))
+    labels = list(fig.data[1].y)
+    assert "&lt; (1)" in labels and not any("<" in t for t in labels)
+    with pytest.raises(ValueError, match="choose a token from 0 to"):
+        heads.head_steps(tr, 0, 0, tr.seq_len)
+    with pytest.raises(ValueError, match="choose a head from 0 to 3"):
+        heads.head_steps(tr, 0, 4, 0)

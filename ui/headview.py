@@ -1,0 +1,168 @@
+"""The head view (issue 12): attention as lines between two columns of tokens, drawn in the browser.
+
+A Streamlit component (st.components.v2, inline JS and CSS from headview.js / headview.css; nothing is fetched at
+run time). Up to FULL_UP_TO tokens every layer × head ships once as uint16 weights (steps of 1/65535, so a weight
+shown to 4 decimals is exact): hovering a token and switching head or layer are drawn in the browser with no
+server round trip. Longer inputs ship the chosen layer only, and a layer switch asks the app for it.
+
+The component reports the chosen layer, head (or head average) and pinned query token back once the clicking
+stops; `_picked` writes them into the settings store, so the URL and the other pages follow.
+Also here: the click-through from the model view and the all-heads grid to the one-head view.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+import torch
+
+import encoder
+from encoder.viz.figures import export_name
+
+from . import state
+from .caches import CACHE
+from .settings import SETTINGS
+
+KEY = "head-view"
+FULL_UP_TO = 128  # tokens up to which all layers ship at once: 6 x 12 x 128 x 128 x 2 bytes = 2.4 MB for MiniLM
+LEVELS = 65535  # weights travel as round(w * LEVELS) in a uint16
+_HERE = Path(__file__).parent
+
+_mount = st.components.v2.component(
+    "encoder_explorer.head_view",
+    js=(_HERE / "headview.js").read_text(encoding="utf-8"),
+    css=(_HERE / "headview.css").read_text(encoding="utf-8"),
+)
+
+
+def quantise(attention: torch.Tensor) -> np.ndarray:
+    """Attention weights in [0, 1] (any shape) as little-endian uint16 steps of 1/LEVELS; error <= 0.5/LEVELS."""
+    return torch.round(attention.double().clamp(0, 1) * LEVELS).to(torch.int32).numpy().astype("<u2")  # float64: exact halves
+
+
+def encode_payload(header: dict[str, Any], weights: np.ndarray) -> bytes:
+    """[uint32 LE header length][header JSON][zero padding to a multiple of 8][weights as uint16 LE]."""
+    head = json.dumps(header, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    pad = -(4 + len(head)) % 8
+    return struct.pack("<I", len(head)) + head + b"\0" * pad + weights.astype("<u2", copy=False).tobytes()
+
+
+def shipped_layers(trace: encoder.Trace, layer: int) -> list[int]:
+    """Every layer for short inputs; past FULL_UP_TO tokens only the chosen one."""
+    return list(range(trace.num_layers)) if trace.seq_len <= FULL_UP_TO else [layer]
+
+
+def payload(trace: encoder.Trace, sel: dict[str, Any], *, name: str, present: bool = False, trace_id: str = "",
+            weights: np.ndarray | None = None) -> bytes:
+    """The component's data: tokens, sizes and the chosen view in the header, then the shipped layers' weights.
+
+    sel: {"layer", "head", "avg", "query"}; weights: quantise(trace.attention[layers]) if already computed.
+    """
+    layers = shipped_layers(trace, sel["layer"])
+    if weights is None:
+        weights = quantise(trace.attention[layers])
+    header = dict(v=1, id=trace_id or f"{trace.text!r}:{trace.seq_len}", T=trace.seq_len, L=trace.num_layers,
+                  H=trace.num_heads, layers=layers, tokens=trace.tokens, sel=sel, name=name, present=present)
+    return encode_payload(header, weights)
+
+
+def selection(trace: encoder.Trace) -> dict[str, Any]:
+    """The store's layer, head, head-average flag and query token, moved into this trace's range."""
+    return dict(layer=state.fit("layer", lo=0, hi=trace.num_layers - 1),
+                head=state.fit("head", options=range(trace.num_heads)),
+                avg=bool(state.get("avg")),
+                query=state.fit("query", lo=0, hi=trace.seq_len - 1))
+
+
+def show(fr: Any, trace: encoder.Trace) -> dict[str, Any]:
+    """Draw the head view for the frame's trace; return the selection it was drawn with."""
+    sel = selection(trace)
+    layers = shipped_layers(trace, sel["layer"])
+    key = (fr.model_key, fr.device, fr.values["text"], fr.values["train"])
+    trace_id = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+    # Cached as a tensor so the byte-bounded cache counts it; a rerun (e.g. after a pick) re-quantises nothing.
+    cached = CACHE.get(("headview", *key, tuple(layers)),
+                       lambda: torch.from_numpy(quantise(trace.attention[layers]).view(np.int16)))
+    data = payload(trace, sel, name=export_name(trace, "heads"), present=fr.present, trace_id=trace_id,
+                   weights=cached.numpy().view("<u2"))
+    _mount(key=KEY, data=data, on_pick_change=_picked, width="stretch", height="content")
+    return sel
+
+
+def _whole(value: Any, key: str) -> bool:
+    s = SETTINGS[key]
+    return isinstance(value, int) and not isinstance(value, bool) and s.lo <= value <= s.hi
+
+
+def _picked() -> None:
+    """The component's pick (layer, head, avg, query) into the store; anything malformed is ignored."""
+    result = st.session_state.get(KEY)
+    pick = result.get("pick") if result is not None else None
+    if not isinstance(pick, dict):
+        return
+    for name in ("layer", "head", "query"):
+        if _whole(pick.get(name), name):
+            state.put(name, pick[name])
+    if isinstance(pick.get("avg"), bool):
+        state.put("avg", pick["avg"])
+
+
+# ---------------------------------------------------------------------------------------------- click-through
+def clickable_chart(fig: go.Figure, config: dict, key: str, num_heads: int, layer: int | None = None) -> None:
+    """st.plotly_chart whose clicked thumbnail opens that layer/head in the one-head view.
+
+    The model view has one heatmap per (layer, head) in row order (trace n = layer * num_heads + head); the grid of
+    one layer has one per head (pass `layer`). Plotly cannot select a heatmap cell, so each thumbnail gets one
+    invisible square marker as large as the thumbnail, carrying its (layer, head): a click anywhere on it selects it.
+    """
+    spec = fig.to_dict()
+    data, lay = spec["data"], spec["layout"]
+    plot_h = lay.get("height", 450) - lay["margin"]["t"] - lay["margin"]["b"]
+    pads = []
+    for n, trace in enumerate(data):
+        if trace.get("type") != "heatmap":
+            continue
+        lh = (layer, n) if layer is not None else divmod(n, num_heads)
+        y_axis = lay["yaxis" + trace["yaxis"][1:]]
+        side = max(8, round(0.9 * plot_h * (y_axis["domain"][1] - y_axis["domain"][0])))
+        mid_x, mid_y = trace["x"][len(trace["x"]) // 2], trace["y"][len(trace["y"]) // 2]  # categories: no new ones
+        pads.append(dict(type="scatter", x=[mid_x], y=[mid_y], mode="markers", xaxis=trace["xaxis"], yaxis=trace["yaxis"],
+                         customdata=[list(lh)], showlegend=False, cliponaxis=False,
+                         marker=dict(symbol="square", size=side, opacity=0, color="#000"),
+                         selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)),
+                         hovertemplate=f"layer {lh[0]}, head {lh[1]}: click to open<extra></extra>"))
+    for name, axis in lay.items():  # scatter traces would bring back the grid lines that heatmap axes leave out
+        if name.startswith(("xaxis", "yaxis")):
+            lay[name] = axis | dict(showgrid=False, zeroline=False)
+    clickable = go.Figure(data=[*data, *pads], layout=lay, _validate=False)
+    st.plotly_chart(clickable, config=config, key=key, selection_mode="points",
+                    on_select=functools.partial(_open_clicked, key))
+
+
+def clicked_head(points: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """(layer, head) of the first clicked thumbnail in a plotly selection's points, or None."""
+    for point in points:
+        pair = point.get("customdata")
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and v >= 0 for v in pair):
+            return pair[0], pair[1]
+    return None
+
+
+def _open_clicked(key: str) -> None:
+    event = st.session_state.get(key)
+    points = (event or {}).get("selection", {}).get("points", [])
+    hit = clicked_head(points)
+    if hit is None or not (_whole(hit[0], "layer") and _whole(hit[1], "head")):
+        return
+    state.put("layer", hit[0])
+    state.put("head", hit[1])
+    state.put("avg", False)
+    state.put("view", "head")
