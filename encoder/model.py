@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._buffers import pattern_buffer
 from .config import EncoderConfig
 
 # The attention's own taps, per head: q, k, v and z (the weighted sum of values) are (B, H, T, d_head); concat is
@@ -35,46 +36,6 @@ class Knockout:
 
 
 KEEP_ALL = Knockout()
-
-
-def _whole(x: object) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def check_ablate(cfg: EncoderConfig, ablate: Iterable | None) -> frozenset[tuple[int, int | str]]:
-    """Validate knock-outs {(layer, head), (layer, "attn"), (layer, "ffn")}; ValueError names a bad one."""
-    if ablate is None:
-        return frozenset()
-    if isinstance(ablate, (str, bytes)) or not isinstance(ablate, Iterable):
-        raise ValueError(f"ablate={ablate!r} must be a set of pairs such as {{(0, 3), (1, 'ffn')}}.")
-    items = set()
-    for item in ablate:
-        if not isinstance(item, (tuple, list)) or len(item) != 2:
-            raise ValueError(f"ablate item {item!r} must be a pair: (layer, head), (layer, 'attn') or (layer, 'ffn').")
-        layer, what = item
-        if not _whole(layer) or not 0 <= layer < cfg.num_layers:
-            raise ValueError(f"ablate item {tuple(item)!r}: layer {layer!r} does not exist; "
-                             f"choose a layer from 0 to {cfg.num_layers - 1}.")
-        if isinstance(what, str) and what not in SUBLAYERS:
-            raise ValueError(f"ablate item {tuple(item)!r}: {what!r} is no sub-layer; use 'attn', 'ffn' or a head number.")
-        if not isinstance(what, str) and (not _whole(what) or not 0 <= what < cfg.num_heads):
-            raise ValueError(f"ablate item {tuple(item)!r}: head {what!r} does not exist; "
-                             f"choose a head from 0 to {cfg.num_heads - 1}.")
-        items.add((int(layer), what if isinstance(what, str) else int(what)))
-    return frozenset(items)
-
-
-def knockouts(cfg: EncoderConfig, ablate: Iterable | None) -> list[Knockout]:
-    """check_ablate's pairs sorted into one Knockout per layer."""
-    items = check_ablate(cfg, ablate)
-    return [
-        Knockout(
-            heads=tuple(sorted(h for i, h in items if i == layer and isinstance(h, int))),
-            attn=(layer, "attn") in items,
-            ffn=(layer, "ffn") in items,
-        )
-        for layer in range(cfg.num_layers)
-    ]
 
 
 class Dropout(nn.Module):
@@ -154,19 +115,16 @@ class MultiHeadSelfAttention(nn.Module):
         pad_mask: Tensor | None,
         gen: torch.Generator | None = None,
         off: Knockout = KEEP_ALL,
-        out: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
-        """x (B, T, D), pad_mask (B, T) True at padding -> output (B, T, D), pattern (B, H, T, T), HEAD_TAPS.
-
-        `out`, if given, is a (B, H, T, T) tensor the pattern is written into (and returned as).
-        """
+        """x (B, T, D), pad_mask (B, T) True at padding -> output (B, T, D), pattern (B, H, T, T), HEAD_TAPS."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.d_head).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, dh)
+        buf = pattern_buffer(self, (B, self.num_heads, T, T))  # inside run(): the trace's attention tensor, else None
         # QK^T / sqrt(d_k) with the scale applied to Q: T*D multiplies instead of H*T*T, one pass less over the scores.
-        scores = torch.matmul(q * (1.0 / math.sqrt(self.d_head)), k.transpose(-2, -1), out=out)  # (B, H, T, T)
+        scores = torch.matmul(q * (1.0 / math.sqrt(self.d_head)), k.transpose(-2, -1), out=buf)  # (B, H, T, T)
         if pad_mask is not None:
             scores.masked_fill_(pad_mask[:, None, None, :], float("-inf"))
-        pattern = torch.softmax(scores, dim=-1, out=out)  # rows sum to 1 over the keys; with `out`, in place
+        pattern = torch.softmax(scores, dim=-1, out=buf)  # rows sum to 1 over the keys
         z = self.drop(pattern, gen) @ v  # (B, H, T, dh): each head's weighted sum of the values
         if off.heads:  # knock-out: these heads' outputs never reach W_O
             z = z.index_fill(1, torch.tensor(off.heads, device=z.device), 0.0)
@@ -275,15 +233,13 @@ class EncoderLayer(nn.Module):
         pad_mask: Tensor | None = None,
         gen: torch.Generator | None = None,
         off: Knockout = KEEP_ALL,
-        pattern_out: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
         """x (B, T, D) -> output (B, T, D), attention pattern (B, H, T, T), taps by name (TAPS and HEAD_TAPS).
 
-        `off` zeroes knocked-out heads or sub-layers. `pattern_out`, if given, is a (B, H, T, T) tensor the
-        attention pattern is written into.
+        `off` zeroes knocked-out heads or sub-layers.
         """
         if self.norm == "post":
-            attn, pattern, heads = self.attn(x, pad_mask, gen, off, pattern_out)
+            attn, pattern, heads = self.attn(x, pad_mask, gen, off)
             add1 = x + self.drop1(attn, gen)
             norm1 = self.ln1(add1)
             hidden, ffn = self.ffn(norm1, gen, off.ffn)
@@ -291,7 +247,7 @@ class EncoderLayer(nn.Module):
             out = norm2 = self.ln2(add2)
         else:
             norm1 = self.ln1(x)
-            attn, pattern, heads = self.attn(norm1, pad_mask, gen, off, pattern_out)
+            attn, pattern, heads = self.attn(norm1, pad_mask, gen, off)
             add1 = x + self.drop1(attn, gen)
             norm2 = self.ln2(add1)
             hidden, ffn = self.ffn(norm2, gen, off.ffn)
@@ -315,24 +271,15 @@ class Encoder(nn.Module):
         self, ids: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None, ablate: Iterable | None = None
     ) -> tuple[Tensor, list[Tensor], list[dict[str, Tensor]]]:
         """ids (B, T) -> final output (B, T, D), per-layer patterns [(B, H, T, T)], per-layer taps."""
-        return self.forward_embedded(self.embed(ids, gen), pad_mask, gen, ablate=ablate)
+        return self.forward_embedded(self.embed(ids, gen), pad_mask, gen, ablate)
 
     def forward_embedded(
-        self,
-        x: Tensor,
-        pad_mask: Tensor | None = None,
-        gen: torch.Generator | None = None,
-        attention_out: Tensor | None = None,
-        ablate: Iterable | None = None,
+        self, x: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None, ablate: Iterable | None = None
     ) -> tuple[Tensor, list[Tensor], list[dict[str, Tensor]]]:
-        """The layer stack on already-embedded input x (B, T, D); `ablate` as in check_ablate.
-
-        `attention_out`, if given, is a (num_layers, B, H, T, T) tensor; layer i writes its pattern into
-        attention_out[i], so a caller gets every layer's attention in one tensor without copying.
-        """
+        """The layer stack on already-embedded input x (B, T, D); `ablate` as in check_ablate."""
         patterns, taps = [], []
-        for i, (layer, off) in enumerate(zip(self.layers, knockouts(self.cfg, ablate), strict=True)):
-            x, pattern, tap = layer(x, pad_mask, gen, off, None if attention_out is None else attention_out[i])
+        for layer, off in zip(self.layers, knockouts(self.cfg, ablate), strict=True):
+            x, pattern, tap = layer(x, pad_mask, gen, off)
             patterns.append(pattern)
             taps.append(tap)
         if self.final_ln is not None:
@@ -358,6 +305,46 @@ class Encoder(nn.Module):
                 module.weight.copy_(torch.randn(module.weight.shape, generator=gen))
         if self.cfg.positional == "sinusoidal":  # again: build_model's to_empty() leaves buffers uninitialised
             self.embed.pe.copy_(sinusoidal_table(self.cfg.max_len, self.cfg.d_model))
+
+
+def _whole(x: object) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def check_ablate(cfg: EncoderConfig, ablate: Iterable | None) -> frozenset[tuple[int, int | str]]:
+    """Validate knock-outs {(layer, head), (layer, "attn"), (layer, "ffn")}; ValueError names a bad one."""
+    if ablate is None:
+        return frozenset()
+    if isinstance(ablate, (str, bytes)) or not isinstance(ablate, Iterable):
+        raise ValueError(f"ablate={ablate!r} must be a set of pairs such as {{(0, 3), (1, 'ffn')}}.")
+    items = set()
+    for item in ablate:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise ValueError(f"ablate item {item!r} must be a pair: (layer, head), (layer, 'attn') or (layer, 'ffn').")
+        layer, what = item
+        if not _whole(layer) or not 0 <= layer < cfg.num_layers:
+            raise ValueError(f"ablate item {tuple(item)!r}: layer {layer!r} does not exist; "
+                             f"choose a layer from 0 to {cfg.num_layers - 1}.")
+        if isinstance(what, str) and what not in SUBLAYERS:
+            raise ValueError(f"ablate item {tuple(item)!r}: {what!r} is no sub-layer; use 'attn', 'ffn' or a head number.")
+        if not isinstance(what, str) and (not _whole(what) or not 0 <= what < cfg.num_heads):
+            raise ValueError(f"ablate item {tuple(item)!r}: head {what!r} does not exist; "
+                             f"choose a head from 0 to {cfg.num_heads - 1}.")
+        items.add((int(layer), what if isinstance(what, str) else int(what)))
+    return frozenset(items)
+
+
+def knockouts(cfg: EncoderConfig, ablate: Iterable | None) -> list[Knockout]:
+    """check_ablate's pairs sorted into one Knockout per layer."""
+    items = check_ablate(cfg, ablate)
+    return [
+        Knockout(
+            heads=tuple(sorted(h for i, h in items if i == layer and isinstance(h, int))),
+            attn=(layer, "attn") in items,
+            ffn=(layer, "ffn") in items,
+        )
+        for layer in range(cfg.num_layers)
+    ]
 
 
 def pick_device(prefer: str | None = None) -> torch.device:

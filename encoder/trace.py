@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import copy
-import ctypes
 import functools
 import math
-import mmap
-import sys
-from collections.abc import Iterable
+import numbers
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import pandas as pd
 import torch
 from torch import Tensor
 
+from ._buffers import attention_arena
 from .config import EncoderConfig
 from .model import TAPS, Encoder, check_ablate, flow_order
 from .tokenizer import encode
@@ -110,37 +109,6 @@ def tap_stats(taps: list[dict[str, Tensor]]) -> pd.DataFrame:
     return df
 
 
-_MADV_HUGEPAGE = 14  # linux/mman.h
-_PAGE, _HUGE_PAGE = mmap.PAGESIZE, 2 << 20
-
-
-def _libc_madvise():
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes, fn.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
-    return fn
-
-
-_madvise = _libc_madvise() if sys.platform.startswith("linux") else None
-
-
-def _empty_huge(*shape: int, device: torch.device) -> Tensor:
-    """torch.empty, but on Linux CPUs a big buffer asks for 2 MB pages before it is first written.
-
-    The attention of a long sentence is tens of MB of fresh memory (6 x 12 x 512 x 512 floats = 75 MB for
-    MiniLM). Faulting that in 4 kB pages took ~30 ms on a 2-core test machine, ~10 ms in 2 MB pages, next to a
-    ~200 ms forward pass. The hint only changes how the memory is mapped; where it is unavailable, nothing happens.
-    """
-    out = torch.empty(*shape, device=device)
-    if _madvise is not None and out.device.type == "cpu" and out.nbytes >= 2 * _HUGE_PAGE:
-        start = -(-out.data_ptr() // _PAGE) * _PAGE  # whole pages inside the buffer only
-        end = (out.data_ptr() + out.nbytes) // _PAGE * _PAGE
-        _madvise(start, end - start, _MADV_HUGEPAGE)
-    return out
-
-
 def model_device(model: Encoder) -> torch.device:
     return next(model.parameters()).device
 
@@ -165,13 +133,10 @@ def trace_ids(
     cfg, device = model.cfg, model_device(model)
     knocked = check_ablate(cfg, ablate)
     gen = torch.Generator(device=device).manual_seed(cfg.seed if seed is None else seed) if train else None
-    seq = len(ids)
-    with torch.inference_mode():
-        # The layers write their patterns straight into the trace's tensor: no stack copy, which at 512 tokens
-        # would move num_layers * num_heads MB of fresh memory.
-        attention = _empty_huge(cfg.num_layers, 1, cfg.num_heads, seq, seq, device=device)
+    # Inside the arena the layers write their patterns straight into `attention` (L, 1, H, T, T): no stack copy.
+    with torch.inference_mode(), attention_arena(model.layers, cfg.num_heads, len(ids), device) as attention:
         emb = model.embed(torch.tensor([ids], device=device), gen)
-        out, _, taps = model.forward_embedded(emb, None, gen, attention, ablate=knocked)
+        out, _, taps = model.forward_embedded(emb, None, gen, knocked)
     cpu = lambda t: t[0].float().cpu()  # noqa: E731  (a view, no copy, when already float32 on the CPU)
     return Trace(
         config=cfg,
@@ -191,7 +156,7 @@ def trace_ids(
     )
 
 
-def _heads(taps: dict[str, Tensor], cpu, num_heads: int) -> dict[str, Tensor]:
+def _heads(taps: dict[str, Tensor], cpu: Callable[[Tensor], Tensor], num_heads: int) -> dict[str, Tensor]:
     """One layer's per-head taps for the trace; z is kept as a view of concat, so it costs no memory."""
     concat = cpu(taps["concat"])  # (T, D)
     z = concat.view(concat.shape[0], num_heads, -1).transpose(0, 1)  # (H, T, dh)
@@ -202,12 +167,12 @@ def check_max_tokens(cfg: EncoderConfig, max_tokens: int | None) -> int:
     """The token limit to tokenise with: max_tokens, or the config's max_len; ValueError when it is out of range."""
     if max_tokens is None:
         return cfg.max_len
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 2 <= max_tokens <= cfg.max_len:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, numbers.Integral) or not 2 <= max_tokens <= cfg.max_len:
         raise ValueError(
             f"max_tokens={max_tokens!r} must be a whole number from 2 to this model's max_len={cfg.max_len} "
             "([CLS] and [SEP] count); sentence-transformers uses 256 for all-MiniLM-L6-v2."
         )
-    return max_tokens
+    return int(max_tokens)
 
 
 def run(
@@ -229,7 +194,7 @@ def run(
         raise ValueError("Type a sentence to encode; the input is empty.")
     cfg = model.cfg
     limit = check_max_tokens(cfg, max_tokens)
-    check_ablate(cfg, ablate)  # before the tokenizer and any copy of the model
+    knocked = check_ablate(cfg, ablate)  # before the tokenizer and any copy of the model; ablate may be an iterator
     enc = encode(text, limit, model.vocab_dir)
     if max(enc.ids) >= cfg.vocab_size:
         raise ValueError(
@@ -238,5 +203,5 @@ def run(
     target = torch.device(device) if device is not None else model_device(model)
     if target != model_device(model):
         model = copy.deepcopy(model).to(target)  # a private copy: the shared model stays where it is
-    return trace_ids(model, enc.ids, enc.tokens, text=text, truncated=enc.truncated, max_tokens=limit, ablate=ablate,
+    return trace_ids(model, enc.ids, enc.tokens, text=text, truncated=enc.truncated, max_tokens=limit, ablate=knocked,
                      train=train, seed=seed)

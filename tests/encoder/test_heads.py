@@ -114,7 +114,7 @@ def test_knocking_out_a_head_zeroes_exactly_its_slice_before_w_o(model, trace, l
 
 
 def test_knocking_out_several_heads_and_layers_at_once(model, trace):
-    knocked = run(model, TEXT, ablate=[(0, 1), (0, 3), [2, 0]])
+    knocked = run(model, TEXT, ablate=iter([(0, 1), (0, 3), [2, 0]]))  # any iterable, even a one-shot iterator
     assert knocked.ablate == frozenset({(0, 1), (0, 3), (2, 0)})
     z = knocked.heads[0]["z"]
     assert (z[[1, 3]] == 0).all() and torch.equal(z[[0, 2]], trace.heads[0]["z"][[0, 2]])

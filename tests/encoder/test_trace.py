@@ -1,6 +1,7 @@
 """run(model, text) -> Trace: shapes, tokens, truncation, statistics, NaN/Inf tracking, and no shared state touched."""
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -189,6 +190,26 @@ def test_replaced_taps_get_their_own_statistics(trace):
     assert stats.loc[(1, "norm1"), "nonfinite"] == taps[1]["norm1"].numel()
     assert poisoned.first_nonfinite() == (1, "norm1")
     assert trace.stats()["nonfinite"].sum() == 0 and trace.first_nonfinite() is None
+
+
+# --- the attention arena (encoder/_buffers.py) ------------------------------------------------------------------
+
+
+def test_run_keeps_all_layers_attention_in_one_buffer(trace):
+    storage = trace.attention.untyped_storage()
+    assert storage.nbytes() == trace.attention.numel() * 4  # one (L, 1, H, T, T) tensor, no stack copy
+    with torch.no_grad():  # outside run() the layers allocate their own patterns
+        _, patterns, _ = build_model(CFG)(torch.tensor([trace.token_ids]))
+    assert len({p.untyped_storage().data_ptr() for p in patterns}) == CFG.num_layers
+
+
+def test_concurrent_runs_on_one_model_keep_their_own_buffers(model):
+    texts = ["one two", "The cat sat on the mat.", TEXT, "a b c d e f g h i j k l m n o p q r s t u v w x y z"]
+    expected = [run(model, t) for t in texts]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        got = list(pool.map(lambda t: run(model, t), texts * 4))
+    for trace, want in zip(got, expected * 4, strict=True):
+        assert torch.equal(trace.attention, want.attention) and torch.equal(trace.output, want.output)
 
 
 # --- no shared state touched --------------------------------------------------------------------------------
