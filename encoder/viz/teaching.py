@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -44,12 +46,54 @@ def training_curves(curves: dict[str, list[float]], chance: float, *, presentati
     return _style(fig, "Training loss: Post-LN needs warm-up, Pre-LN does not", presentation, height=460)
 
 
-def grad_norm_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str, *, log_y: bool = True,
+def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Tick values and labels for a log axis from lo to hi: 1-2-5 steps over up to 3 decades, else powers of 10.
+
+    Plotly's own labels for a short log range read "5 6 7 8 9 1 2 3 4" (0.5 shown as 5); these say 0.5.
+    """
+    lo, hi = max(lo, 1e-300), max(hi, lo)
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    mantissas = (1, 2, 5) if last - first <= 3 else (1,)
+    values = [m * 10.0**e for e in range(first, last + 1) for m in mantissas]
+    inside = [v for v in values if lo / 1.0001 <= v <= hi * 1.0001]
+    below = [v for v in values if v < lo / 1.0001][-1:]  # the neighbours on either side, shown if the range
+    above = [v for v in values if v > hi * 1.0001][:1]  # margin reaches them (and always when inside < 2)
+    ticks = below + inside + above
+    return ticks, [f"{v:g}" for v in ticks]
+
+
+def _log_range(lo: float, hi: float, ticks: list[float]) -> list[float]:
+    """A log axis range (log10 units) holding the data with a margin, and at least two ticks."""
+    if sum(lo / 1.0001 <= t <= hi * 1.0001 for t in ticks) < 2:
+        lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
+    pad = 0.05 * max(math.log10(hi / lo), 0.2)
+    return [math.log10(lo) - pad, math.log10(hi) + pad]
+
+
+def grad_norm_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str, *, x_title: str | None = None,
+                    y_title: str | None = None, log_y: bool = True, floor: float | None = None,
                     presentation: bool = False) -> go.Figure:
-    """Lines of `y` against `x`, one per value of `color` (e.g. gradient norm per layer for each placement)."""
+    """Lines of `y` against `x`, one per value of `color` (e.g. gradient norm per layer for each placement).
+
+    floor: values below it are drawn at it, and the subtitle says so (float rounding noise of ~1e-7 would
+    otherwise become a dramatic zig-zag on a log axis).
+    """
+    df = df.copy()
+    note = ""
+    if floor is not None and (df[y] < floor).any():
+        df[y] = df[y].clip(lower=floor)
+        note = f"Values below {floor:g} (float rounding) are drawn at {floor:g}."
     fig = go.Figure()
     for name, part in df.groupby(color, sort=False):
-        fig.add_trace(go.Scatter(x=part[x], y=part[y], mode="lines+markers", name=label(str(name), 40)))
-    fig.update_xaxes(title=x.replace("_", " "))
-    fig.update_yaxes(title=y.replace("_", " "), type="log" if log_y else "linear")
-    return _style(fig, label(title, 120), presentation, height=440)
+        fig.add_trace(go.Scatter(x=part[x], y=part[y], mode="lines+markers", name=label(str(name), 40),
+                                 line=dict(width=3), marker=dict(size=9)))
+    fig.update_xaxes(title=x_title or x.replace("_", " "))
+    fig.update_yaxes(title=y_title or y.replace("_", " "), type="log" if log_y else "linear")
+    values = df[y].to_numpy(dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    if log_y and values.size:
+        lo, hi = float(values.min()), float(values.max())
+        ticks, text = log_ticks(lo, hi)
+        fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=text, range=_log_range(lo, hi, ticks))
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    return _style(fig, label(title, 120), presentation, note, height=440)

@@ -5,6 +5,7 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 import pytest
 import torch
@@ -79,17 +80,66 @@ def test_repeated_tokens_keep_their_own_rows(small):
     fig = figures.attention_heatmap(small, 0, 0)
     assert len(set(fig.data[0].x)) == len(set(fig.data[0].y)) == small.seq_len
     assert list(fig.layout.xaxis.ticktext).count("the") == 2
-    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis.scaleanchor == "x"
+    # no square-cell constraint: the map fills the plot area, so the colour bar (len 1) is exactly as tall as it
+    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis.scaleanchor is None
+    assert fig.data[0].colorbar.len == 1
 
 
-def test_hide_special_drops_cls_and_sep_without_renormalising(small):
+def test_hide_special_drops_cls_and_sep_and_renormalises_the_rows(small):
     fig = figures.attention_heatmap(small, 0, 2, hide_special=True)
-    z = np.asarray(fig.data[0].z)
-    np.testing.assert_array_equal(z, small.attention[0, 2, 1:-1, 1:-1].numpy())
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    kept = small.attention[0, 2, 1:-1, 1:-1].double().numpy()
+    np.testing.assert_allclose(z, kept / kept.sum(1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(z.sum(1), 1, atol=1e-5)
     assert "[CLS]" not in fig.layout.xaxis.ticktext and "[SEP]" not in fig.layout.yaxis.ticktext
-    assert (z.sum(1) < 1).all() and "not renormalised" in fig.layout.title.text
+    assert "rows renormalised" in fig.layout.title.text
     table = figures.attention_table(small, 0, 2, hide_special=True)
     assert not set(table["query_token"]) & {"[CLS]", "[SEP]"}
+    assert table.groupby("query_position")["weight"].sum().to_numpy() == pytest.approx(1, abs=1e-5)
+    assert json.loads(figures.attention_json(small, 0, 2, hide_special=True))["rows_renormalised"] is True
+
+
+def test_colour_scales(small):
+    w = small.attention[1, 0].numpy()
+    auto = figures.attention_heatmap(small, 1, 0, scale="auto").data[0]
+    assert (auto.zmin, auto.zmax) == (0, pytest.approx(w.max())) and "auto" in auto.colorbar.title.text
+    row = figures.attention_heatmap(small, 1, 0, scale="row").data[0]
+    z = np.asarray(row.z)
+    np.testing.assert_allclose(z.max(1), 1, rtol=1e-6)
+    np.testing.assert_allclose(z * w.max(1, keepdims=True), w, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(row.customdata), w)  # hover still shows the true weight
+    grid = figures.attention_grid(small, 1, scale="auto")
+    assert grid.layout.coloraxis.cmax == pytest.approx(small.attention[1].numpy().round(3).max())
+    with pytest.raises(ValueError, match="scale='loud'"):
+        figures.attention_heatmap(small, 0, 0, scale="loud")
+
+
+def test_attention_pair_shares_one_colour_bar_and_splits_the_width(small, pre):
+    twin = dataclasses.replace(pre, attention=pre.attention[:2])  # same tokens, two layers
+    fig = figures.attention_pair({"Post-LN": small, "Pre-LN": twin}, 1, 2)
+    assert [t.coloraxis for t in fig.data] == ["coloraxis"] * 2 and fig.layout.coloraxis.colorbar.len == 1
+    for axis in (fig.layout.xaxis, fig.layout.xaxis2):
+        assert axis.domain[1] - axis.domain[0] >= 0.45
+    np.testing.assert_array_equal(np.asarray(fig.data[1].z), twin.attention[1, 2].numpy())
+
+
+def test_presentation_figures_fit_a_projector_with_readable_labels(small, long_trace):
+    for trace in (small, long_trace):
+        fig = figures.attention_heatmap(trace, 0, 0, presentation=True)
+        assert fig.layout.height <= figures.PRESENT_HEIGHT
+        assert fig.layout.xaxis.tickfont.size >= figures.MIN_PRESENT_FONT and fig.layout.font.size >= 14
+        shown = len(fig.layout.yaxis.tickvals or [])
+        # labels never overprint: at most one per 1.4 label heights of the plot area
+        assert shown * 1.4 * fig.layout.yaxis.tickfont.size <= fig.layout.height
+    assert figures.tensor_heatmap(torch.randn(40, 64), ["w"] * 40, "x", presentation=True).layout.height <= 600
+
+
+def test_training_mode_figures_say_dropout_is_on(small):
+    on = dataclasses.replace(small, train=True)
+    for build in (lambda t: figures.attention_heatmap(t, 0, 0), lambda t: figures.attention_grid(t, 0),
+                  lambda t: figures.tap_histogram(t, 0, "ffn"), lambda t: figures.residual_norms({"m": t})):
+        assert "dropout on" in build(on).layout.title.subtitle.text
+        assert "dropout on" not in (build(small).layout.title.subtitle.text or "")
 
 
 def test_grid_and_model_view_are_single_figures(small):
@@ -149,9 +199,13 @@ def test_user_text_never_reaches_a_label_as_markup(hostile):
 
 
 def test_export_name_and_png_config(small, hostile):
-    assert figures.export_name(small, "attention", "L2", "H5") == "attention_L2_H5_the-cat-sat-on"
+    assert (figures.export_name(small, "attention", "L2", "H5", model=figures.model_tag(small.config, "pretrained"))
+            == "all-MiniLM-L6-v2_attention_L2_H5_the-cat-sat-on")
+    assert (figures.export_name(small, "attention", "L2", "H5")
+            == "custom-post-relu-d64-h4-L2_attention_L2_H5_the-cat-sat-on")
+    assert figures.model_tag(small.config, "ckpt:my bert") == "my-bert"
     for name in (figures.export_name(hostile, "L0", "../x y"), figures.export_name(hostile)):
-        assert re.fullmatch(r"[A-Za-z0-9_-]{1,80}", name), name
+        assert re.fullmatch(r"[A-Za-z0-9_-]{1,140}", name), name
     cfg = figures.png_config("a/b c<>&.png" * 20)
     opts = cfg["toImageButtonOptions"]
     assert opts["format"] == "png" and opts["scale"] >= 3 and cfg["displaylogo"] is False
@@ -190,7 +244,8 @@ def test_residual_norms_one_line_per_trace(small, pre):
     assert [t.name for t in fig.data] == ["Post-LN", "Pre-LN"]
     for line, trace in zip(fig.data, (small, pre), strict=True):
         np.testing.assert_allclose(line.y, trace.hidden_states.double().norm(dim=-1).mean(-1).numpy())
-        assert len(line.x) == trace.num_layers + 1
+        assert list(line.x) == list(range(-1, trace.num_layers))  # embeddings, then layers 0..N-1 like the sliders
+    assert list(fig.layout.xaxis.ticktext[:2]) == ["embeddings", "0"]
     assert not np.allclose(fig.data[0].y[:3], fig.data[1].y[:3])
 
 
@@ -255,3 +310,18 @@ def test_out_of_range_requests_raise_value_error(small):
         figures.attention_table(small, 0, 4)
     with pytest.raises(ValueError, match="tap='nope'"):
         figures.token_norms(small, 0, "nope")
+
+
+def test_log_axis_ticks_read_as_their_values():
+    """Plotly's own labels of a short log range read "5 6 7 8 9 1 2" (0.5 shown as 5); ours say 0.5."""
+    from encoder.viz.teaching import grad_norm_chart, log_ticks
+
+    ticks, text = log_ticks(0.505, 3.86)
+    assert [float(t) for t in text] == ticks and "0.5" in text and "2" in text
+    df = pd.DataFrame({"n": [6, 12, 24] * 2, "g": [3.7, 2.95, 3.86, 1.16, 0.69, 0.51], "norm": ["post"] * 3 + ["pre"] * 3})
+    fig = grad_norm_chart(df, "n", "g", "norm", "t", y_title="gradient norm of the last layer's W2")
+    assert fig.layout.yaxis.title.text == "gradient norm of the last layer's W2"
+    lo, hi = fig.layout.yaxis.range
+    assert 10**lo < 0.51 and 10**hi > 3.86  # every point is inside the axis
+    floored = grad_norm_chart(df.assign(g=[3e-8, 1e-7, 2e-8, 1, 1, 1]), "n", "g", "norm", "t", floor=1e-6)
+    assert min(floored.data[0].y) == 1e-6 and "drawn at 1e-06" in floored.layout.title.subtitle.text
