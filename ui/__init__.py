@@ -169,7 +169,7 @@ def frame(values: dict[str, Any] | None = None) -> Frame:
         else:
             problem = "Type a sentence above, or pick an example, to see the encoder at work."
     except ValueError as err:
-        problem, level = str(err), "error"
+        problem, level = settings.config_problem(values, err), "error"
     except (RuntimeError, MemoryError) as err:
         _log.warning("forward pass failed: %r", err)
         problem, level = (f"The encoder could not run this input ({type(err).__name__}). "

@@ -265,6 +265,20 @@ def config_from(values: Mapping[str, Any]) -> EncoderConfig:
     return EncoderConfig(**{k: values.get(k, SETTINGS[k].default) for k in CONFIG_KEYS})
 
 
+def config_problem(values: Mapping[str, Any], err: ValueError) -> str:
+    """The config's error in the sidebar's terms: when d_model does not split into num_heads, the nearest values
+    the sliders can select (EncoderConfig's own hint may name a d_model such as 63 that no slider offers)."""
+    d, h = values.get("d_model"), values.get("num_heads")
+    if values.get("model") != CUSTOM or not isinstance(d, int) or not isinstance(h, int) or h < 1 or d % h == 0:
+        return str(err)
+    widths = sorted((o for o in D_MODEL_OPTIONS if o % h == 0), key=lambda o: (abs(o - d), o))[:2]
+    heads = sorted((o for o in HEAD_OPTIONS if d % o == 0), key=lambda o: (abs(o - h), o))[:2]
+    fixes = [f"d_model {' or '.join(map(str, sorted(widths)))}" if widths else "",
+             f"Heads {' or '.join(map(str, sorted(heads)))}" if heads else ""]
+    return (f"d_model={d} is not divisible by num_heads={h}: each head gets d_model / num_heads dimensions. "
+            f"In the sidebar, choose {', or '.join(f for f in fixes if f)}.")
+
+
 def _short(text: str, limit: int = 40) -> str:
     text = text.replace("\n", " ")
     return repr(text if len(text) <= limit else text[:limit] + "…")

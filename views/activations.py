@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from encoder.viz import figures
+from ui import captions
 
 NUMBERS = ("mean", "std", "min", "max", "rms", "zero_frac")
 
@@ -14,28 +15,30 @@ def activations_view() -> None:
     fr, trace = ui.need_trace()
     stats = trace.stats()
     cols = st.columns(2)
-    layer = ui.layer_slider(trace.num_layers, cols[0])
-    tap = ui.widget("tap", cols[1])
+    # With one layer there is no Layer slider: the Tap box takes the first column instead of leaving a gap.
+    layer_col, tap_col = cols if trace.num_layers > 1 else cols[::-1]
+    layer = ui.layer_slider(trace.num_layers, layer_col)
+    tap = ui.widget("tap", tap_col)
+    tag = figures.model_tag(trace.config, fr.model_key)
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(figures.tap_profile(stats, layer, norm=trace.config.norm, presentation=fr.present),
-                        config=figures.png_config(figures.export_name(trace, f"L{layer}", "taps")))
-        ui.caption("Mean, standard deviation and RMS at each point of one layer's data flow. LayerNorm outputs sit "
-                   "near mean 0 / std 1; the residual sums (add1, add2) carry whatever the sub-layers add.")
+        st.plotly_chart(figures.tap_profile(stats, layer, norm=trace.config.norm, train=trace.train,
+                                            presentation=fr.present),
+                        config=figures.png_config(figures.export_name(trace, "taps", f"L{layer}", model=tag)))
+        ui.caption(captions.layernorm_caption(stats, layer))
     with right:
-        st.plotly_chart(figures.residual_norms({"this model": trace}),
-                        config=figures.png_config(figures.export_name(trace, "residual")))
-        ui.caption("Average length of each token's vector after the embeddings and after every layer. In Post-LN it "
-                   "is reset by the last LayerNorm of each layer; in Pre-LN the residual stream keeps growing.")
+        st.plotly_chart(figures.residual_norms({"this model": trace}, presentation=fr.present),
+                        config=figures.png_config(figures.export_name(trace, "residual-norm", model=tag)))
+        ui.caption(captions.residual_caption(trace))
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(figures.token_norms(trace, layer, tap),
-                        config=figures.png_config(figures.export_name(trace, f"L{layer}", tap, "norms")))
+        st.plotly_chart(figures.token_norms(trace, layer, tap, presentation=fr.present),
+                        config=figures.png_config(figures.export_name(trace, "token-norms", f"L{layer}", tap, model=tag)))
         ui.caption("The L2 norm of each token's vector at the chosen tap.")
     with right:
-        st.plotly_chart(figures.tap_histogram(trace, layer, tap),
-                        config=figures.png_config(figures.export_name(trace, f"L{layer}", tap, "hist")))
-        ui.caption("Distribution of every value at the chosen tap. After ReLU (ffn_hidden) many are exactly zero.")
+        st.plotly_chart(figures.tap_histogram(trace, layer, tap, presentation=fr.present),
+                        config=figures.png_config(figures.export_name(trace, "histogram", f"L{layer}", tap, model=tag)))
+        ui.caption(captions.zeros_caption(trace, layer, tap))
 
 
 def page() -> None:
@@ -51,9 +54,9 @@ def page() -> None:
     ui.caption("One row per layer and tap. zero_frac is the share of exact zeros; nonfinite counts NaN and Inf values.")
     st.dataframe(stats, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in NUMBERS})
-    st.download_button("Download statistics (CSV)", stats.to_csv(index=False),
-                       file_name=figures.export_name(trace, "statistics") + ".csv", mime="text/csv",
-                       icon=":material/download:")
+    name = figures.export_name(trace, "statistics", model=figures.model_tag(trace.config, fr.model_key))
+    st.download_button("Download statistics (CSV)", stats.to_csv(index=False), file_name=name + ".csv",
+                       mime="text/csv", icon=":material/download:")
 
 
 page()

@@ -4,7 +4,7 @@ import streamlit as st
 
 import ui
 from encoder.viz import figures
-from ui import headview
+from ui import captions, headview
 
 ui.need_trace()
 
@@ -14,7 +14,7 @@ def attention_view() -> None:
     """Re-runs alone when a layer/head widget changes: the model is not run again."""
     fr, trace = ui.need_trace()
     view = ui.widget("view")
-    cols = st.columns([3, 2, 2, 2], vertical_alignment="bottom")
+    cols = st.columns([3, 2, 3, 3], vertical_alignment="bottom")
     hide = ui.widget("hide_special", cols[3])
     if view == "model":
         fig = figures.model_view(trace, hide_special=hide)
@@ -24,22 +24,28 @@ def attention_view() -> None:
         headview.clickable_chart(fig, figures.png_config(name), "pick-model-view", trace.num_heads)  # click: open it
         return
     layer = ui.layer_slider(trace.num_layers, cols[0])
+    tag = figures.model_tag(trace.config, fr.model_key)
     if view == "layer":
-        fig = figures.attention_grid(trace, layer, hide_special=hide)
-        name = figures.export_name(trace, f"L{layer}", "all-heads")
+        scale = ui.state.get("scale")  # drawn below the grid, so the grid sits high on a projector
+        fig = figures.attention_grid(trace, layer, hide_special=hide, scale=scale, presentation=fr.present)
+        name = figures.export_name(trace, "all-heads", f"L{layer}", model=tag)
         headview.clickable_chart(fig, figures.png_config(name), "pick-grid", trace.num_heads, layer)  # click: open it
+        ui.widget("scale", st.columns([2, 3])[0])
         ui.caption("Each head learns its own pattern: some look at the next or previous word, some at [SEP], "
-                   "some at related words. With no mask, every token may attend to every other (bidirectional).")
+                   "some at related words. With no mask, every token may attend to every other (bidirectional). "
+                   + ("[CLS] and [SEP] are hidden and every row is renormalised over the keys left." if hide else ""))
         return
     avg = ui.widget("avg", cols[2])
     head = ui.head_select(trace.num_heads, cols[1], disabled=avg)
     head_sel = None if avg else head
-    fig = figures.attention_heatmap(trace, layer, head_sel, hide_special=hide, presentation=fr.present)
-    name = figures.export_name(trace, f"L{layer}", "avg" if avg else f"H{head}")
+    scale = ui.state.get("scale")  # drawn below the map, so the map sits high on a projector
+    fig = figures.attention_heatmap(trace, layer, head_sel, hide_special=hide, scale=scale, presentation=fr.present)
+    name = figures.export_name(trace, "attention", f"L{layer}", "avg" if avg else f"H{head}", model=tag)
     st.plotly_chart(fig, config=figures.png_config(name))
-    ui.caption("Each row is one query token and shows softmax(QKᵀ/√d_k): how much it draws from each key token. "
-               "Every row sums to 1. The camera button in the chart's toolbar saves a high-resolution PNG.")
-    d1, d2, _ = st.columns([1, 1, 4])
+    ui.caption(captions.attention_caption(hide and captions.hides_any(trace.tokens), scale)
+               + " The camera button in the chart's toolbar saves a high-resolution PNG.")
+    c0, d1, d2 = st.columns([3, 2, 2], vertical_alignment="bottom")
+    ui.widget("scale", c0)
     get = ui.trace_lookup(fr)  # the downloads are built on click; they hold the trace's key, not the trace
     d1.download_button("Download CSV", lambda: figures.attention_table(get(), layer, head_sel).to_csv(index=False),
                        file_name=f"{name}.csv", mime="text/csv", icon=":material/download:")

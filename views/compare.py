@@ -6,6 +6,7 @@ import ui
 from encoder.analysis import variants
 from encoder.viz import figures
 from encoder.viz.teaching import token_attention
+from ui import captions
 
 fr, trace = ui.need_trace()
 mode = ui.widget("compare")
@@ -20,24 +21,36 @@ def placements() -> None:
         return
     runs = {trace.config.norm: trace, other: twin}
     post, pre = runs["post"], runs["pre"]
+    rewired = captions.rewired_note(fr.model_key, ui.model_label(fr.values["model"]), trace.config.norm, other)
+    names = {"post": "Post-LN", "pre": "Pre-LN"}
+    if rewired:
+        names[other] += " (rewired)"
     ui.caption("Both columns use exactly the same weights; only the place of LayerNorm differs. Post-LN normalises "
                "after each residual add (the original paper); Pre-LN normalises each sub-layer's input.")
-    cols = st.columns([3, 2, 2], vertical_alignment="bottom")
-    layer = ui.layer_slider(trace.num_layers, cols[0])
-    head = ui.head_select(trace.num_heads, cols[1])
-    left, right = st.columns(2)
-    for col, name, run in ((left, "Post-LN", post), (right, "Pre-LN", pre)):
-        fig = figures.attention_heatmap(run, layer, head, presentation=fr.present)
-        fig.update_layout(title_text=f"{name}: layer {layer}, head {head}")
-        col.plotly_chart(fig, config=figures.png_config(figures.export_name(run, name, f"L{layer}", f"H{head}")))
+    cols = st.columns([3, 2, 3], vertical_alignment="bottom")
+    # With one layer there is no Layer slider: the Head box takes the first column instead of leaving a gap.
+    layer_col, head_col = cols[:2] if trace.num_layers > 1 else cols[1::-1]
+    layer = ui.layer_slider(trace.num_layers, layer_col)
+    head = ui.head_select(trace.num_heads, head_col)
+    scale = ui.widget("scale", cols[2])
+    if rewired:  # shown in presentation mode too: students would read the rewired column as "what Pre-LN looks like"
+        share = captions.cls_share(runs[other], layer, head)
+        st.warning(f"{rewired} Here {share:.0%} of its rows put their largest weight on [CLS] or [SEP].",
+                   icon=":material/warning:")
+    tag = figures.model_tag(trace.config, fr.model_key)
+    pair = figures.attention_pair({names["post"]: post, names["pre"]: pre}, layer, head, scale=scale,
+                                  presentation=fr.present)
+    st.plotly_chart(pair, config=figures.png_config(figures.export_name(trace, "post-vs-pre", f"L{layer}", f"H{head}",
+                                                                        model=tag)))
     left, right = st.columns(2)
     diff = figures.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.tokens,
-                                        f"Post-LN minus Pre-LN, layer {layer}, head {head}", presentation=fr.present)
-    left.plotly_chart(diff, config=figures.png_config(figures.export_name(trace, "post-minus-pre", f"L{layer}")))
-    right.plotly_chart(figures.residual_norms({"Post-LN": post, "Pre-LN": pre}, presentation=fr.present),
-                       config=figures.png_config(figures.export_name(trace, "residual-post-pre")))
-    ui.caption("Right: in Pre-LN nothing normalises the residual stream between layers, so its norm grows with depth; "
-               "Post-LN resets it after every layer.")
+                                        "Post-LN − Pre-LN (same layer and head)", presentation=fr.present)
+    left.plotly_chart(diff, config=figures.png_config(figures.export_name(trace, "post-minus-pre", f"L{layer}",
+                                                                          f"H{head}", model=tag)))
+    right.plotly_chart(figures.residual_norms({names["post"]: post, names["pre"]: pre}, presentation=fr.present),
+                       config=figures.png_config(figures.export_name(trace, "residual-post-pre", model=tag)))
+    ui.caption("Left: red where Post-LN attends more, blue where Pre-LN does. Right: "
+               + " ".join(captions.placement_sentence(run) for run in (post, pre)))
     st.subheader("Layer outputs")
     st.dataframe(variants.output_summary({"Post-LN": post, "Pre-LN": pre}), hide_index=True, width="stretch")
 
@@ -53,29 +66,30 @@ def sentences() -> None:
         st.error(str(err))
         return
     cols = st.columns([3, 2], vertical_alignment="bottom")
-    layer = ui.layer_slider(trace.num_layers, cols[0])
-    word = ui.widget("word", cols[1])
+    layer_col, word_col = cols if trace.num_layers > 1 else cols[::-1]  # no gap where a 1-layer model has no slider
+    layer = ui.layer_slider(trace.num_layers, layer_col)
+    word = ui.widget("word", word_col)
     ia, ib = variants.find_token(trace.tokens, word), variants.find_token(other.tokens, word)
     if ia is None or ib is None:
         st.info("Pick a token that appears in both sentences (as a WordPiece token, lowercase for this model).")
         return
     ra, rb = variants.token_rows(trace, ia, layer), variants.token_rows(other, ib, layer)
-    left, right = st.columns(2)
-    left.plotly_chart(token_attention(ra, trace.tokens, word, f"First sentence, layer {layer}", presentation=fr.present),
-                      config=figures.png_config(figures.export_name(trace, "token", f"L{layer}")))
-    right.plotly_chart(token_attention(rb, other.tokens, word, f"Second sentence, layer {layer}", presentation=fr.present),
-                       config=figures.png_config(figures.export_name(other, "token", f"L{layer}")))
+    tag = figures.model_tag(trace.config, fr.model_key)
+    # Stacked, each the full width: the two sentences' tokens differ, so the maps cannot share an axis.
+    for which, run, rows in (("First", trace, ra), ("Second", other, rb)):
+        st.plotly_chart(token_attention(rows, run.tokens, word, f"{which} sentence, layer {layer}",
+                                        presentation=fr.present),
+                        config=figures.png_config(figures.export_name(run, "token-attention", f"L{layer}", word,
+                                                                      model=tag)))
     if len(trace.tokens) == len(other.tokens):
         fig = token_attention(ra - rb, trace.tokens, word, f"Difference (first minus second), layer {layer}", diff=True,
                               presentation=fr.present)
-        st.plotly_chart(fig, config=figures.png_config(figures.export_name(trace, "token-diff", f"L{layer}")))
+        st.plotly_chart(fig, config=figures.png_config(figures.export_name(trace, "token-diff", f"L{layer}", word,
+                                                                           model=tag)))
         ui.caption("Red: the token attends more to that key in the first sentence; blue: more in the second. In "
                    "trained models some heads move attention from 'animal' to 'street' when 'tired' becomes 'wide'.")
     else:
         st.caption("The sentences have different numbers of tokens, so there is no position-by-position difference.")
 
 
-if mode == "norm":
-    placements()
-else:
-    sentences()
+(placements if mode == "norm" else sentences)()

@@ -4,45 +4,55 @@ import streamlit as st
 
 import ui
 from encoder.analysis import cost
-from encoder.viz import diagram
+from encoder.viz import diagram, figures
 
 fr = ui.frame()
 if fr.config is None:
     st.stop()  # the frame above says why
 cfg, trace = fr.config, fr.trace
 
-cols = st.columns([2, 2, 3], vertical_alignment="bottom")
-overlay = ui.widget("overlay", cols[1], disabled=trace is None)
-layer = ui.layer_slider(cfg.num_layers, cols[0])
+cols = st.columns([2, 3, 2], vertical_alignment="bottom")
+# With one layer there is no Layer slider: the overlay toggle takes the first column instead of leaving a gap.
+layer_col, overlay_col = cols[:2] if cfg.num_layers > 1 else cols[1::-1]
+overlay = ui.widget("overlay", overlay_col, disabled=trace is None)
+layer = ui.layer_slider(cfg.num_layers, layer_col)
 stats = trace.stats() if (trace is not None and overlay) else None
 if trace is not None and (bad := trace.first_nonfinite()) is not None:
     st.error(f"NaN or Inf values appear first at layer {bad[0]}, tap '{bad[1]}' (red border).", icon=":material/warning:")
 
 graph = diagram.layer_diagram(cfg, stats=stats, layer=layer, seq=trace.seq_len if trace is not None else None)
+if fr.present:  # a projector is short: tighter ranks, then drawn narrower so its height fits below the header
+    graph.graph_attr.update(figures.PRESENT_DIAGRAM)
+try:
+    svg, svg_problem = diagram.svg_bytes(graph), ""
+except ValueError as err:  # no `dot`: the browser still draws the diagram, only the SVG export is missing
+    svg, svg_problem = None, str(err)
+fit = figures.diagram_width(svg) if (fr.present and svg is not None) else None
+tag = figures.model_tag(cfg, fr.model_key)
+name = (figures.export_name(trace, "diagram", f"L{layer}", model=tag) if trace is not None
+        else figures.safe_filename(f"{tag}_diagram_L{layer}"))
 left, right = st.columns([3, 2])
 with left:
-    st.graphviz_chart(graph, width="content")
+    st.graphviz_chart(graph, width=fit or "content")
     ui.caption("Post-LN (the original paper) normalises after each residual add; Pre-LN normalises the input of each "
                "sub-layer and leaves the residual path untouched. Dashed edges are the residual connections; edge "
                "labels give the tensor shapes. With the overlay, node colour shows RMS and labels give mean / std.")
-    d1, d2, _ = st.columns([1, 1, 2])
-    d1.download_button("Download DOT", graph.source, file_name="encoder_layer.dot", mime="text/vnd.graphviz",
-                       icon=":material/download:")
-    try:
-        svg = diagram.svg_bytes(graph)
-    except ValueError as err:
-        d2.caption(str(err))
+    row = st.container(horizontal=True)  # buttons as wide as their labels: "DOT" and "SVG" always readable
+    row.download_button("Download DOT", graph.source, file_name=f"{name}.dot", mime="text/vnd.graphviz",
+                        icon=":material/download:")
+    if svg is None:
+        row.caption(svg_problem)
     else:
-        d2.download_button("Download SVG", svg, file_name="encoder_layer.svg", mime="image/svg+xml",
-                           icon=":material/download:")
+        row.download_button("Download SVG", svg, file_name=f"{name}.svg", mime="image/svg+xml",
+                            icon=":material/download:")
 with right:
     st.subheader("Cost of this configuration")
     seq = trace.seq_len if trace is not None else 128
     params, ops = cost.param_summary(cfg), cost.flops_summary(cfg, seq)
-    m1, m2, m3 = st.columns(3)
+    m1, m2 = st.columns(2)
     m1.metric("Parameters", f"{params['total'] / 1e6:.2f} M")
     m2.metric("Per layer", f"{params['per_layer'] / 1e6:.2f} M")
-    m3.metric(f"FLOPs, {seq} tokens", f"{ops['total'] / 1e9:.2f} G" if ops["total"] >= 1e8 else f"{ops['total'] / 1e6:.1f} M")
+    st.metric(f"FLOPs for {seq} tokens", f"{ops['total'] / 1e9:.2f} G" if ops["total"] >= 1e8 else f"{ops['total'] / 1e6:.1f} M")
     one = cost.param_counts(cfg).query("block == 'layer 0'")[["part", "params"]]
     work = cost.flops(cfg, seq).query("block == 'layer 0'")[["part", "flops"]]
     st.dataframe(one, hide_index=True, width="stretch",

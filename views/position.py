@@ -7,9 +7,11 @@ import ui
 from encoder.analysis import position
 from encoder.viz import figures
 from encoder.viz.teaching import grad_norm_chart
+from ui import captions
 
 fr, trace = ui.need_trace()
 cfg = trace.config
+tag = figures.model_tag(cfg, fr.model_key)
 
 st.subheader("The positional encoding of this model")
 table = position.pe_table(cfg, trace.seq_len, fr.model)
@@ -19,11 +21,10 @@ else:
     left, right = st.columns(2)
     left.plotly_chart(figures.positional_heatmap(table, f"{cfg.positional.capitalize()} positional encoding, "
                                                  f"{trace.seq_len} positions", presentation=fr.present),
-                      config=figures.png_config(figures.export_name(trace, "positional")))
+                      config=figures.png_config(figures.export_name(trace, "positional", model=tag)))
     right.plotly_chart(figures.position_similarity(table, presentation=fr.present),
-                       config=figures.png_config(figures.export_name(trace, "position-similarity")))
-    ui.caption("Each position gets its own vector, added to the token embedding. Nearby positions have similar "
-               "vectors (right), so attention can tell near from far.")
+                       config=figures.png_config(figures.export_name(trace, "position-similarity", model=tag)))
+    ui.caption(captions.position_caption(table, cfg.positional, captions.is_trained(fr.model_key)))
 
 st.subheader("Shuffle the words")
 ui.caption("Attention is a weighted sum, so without positional information each layer is blind to order: "
@@ -47,11 +48,12 @@ summary = pd.DataFrame(
 )
 st.dataframe(summary, hide_index=True, width="stretch")
 per_layer = pd.DataFrame(
-    [{"layer": i, "attention difference": max(d, 1e-9), "model": name}
+    [{"layer": i, "attention difference": d, "model": name}
      for name, r in runs.items() for i, d in enumerate(r.attn_diff_per_layer)]
 )
+# Differences below ROUNDING are float noise: drawn at the floor (and said so), not as a zig-zag on the log axis.
 st.plotly_chart(grad_norm_chart(per_layer, "layer", "attention difference", "model",
-                                "Attention after shuffling vs shuffled attention, per layer", presentation=fr.present),
-                config=figures.png_config(figures.export_name(trace, "shuffle")))
-ui.caption("Without positional encoding the differences are float rounding (about 1e-7): the model computed the same "
-           "thing for every word order. With it they are large: the model now knows where each word stands.")
+                                "Attention after shuffling vs shuffled attention, per layer", x_title="layer",
+                                y_title="max |A(Px) − P·A·Pᵀ|", floor=captions.ROUNDING, presentation=fr.present),
+                config=figures.png_config(figures.export_name(trace, "shuffle", f"seed{seed}", model=tag)))
+ui.caption(captions.shuffle_caption({name: r.attn_diff for name, r in runs.items()}))

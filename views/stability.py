@@ -32,12 +32,13 @@ depth = ui.widget("depth")
 df = grad_norms(depth).query("group == 'W2'").replace({"norm": {"post": "Post-LN", "pre": "Pre-LN"}})
 left, right = st.columns(2)
 left.plotly_chart(grad_norm_chart(df, "layer", "grad_norm", "norm", f"W2 gradient norm per layer, {depth} layers",
-                                  presentation=fr.present),
-                  config=figures.png_config(f"grad-norms-{depth}-layers"))
+                                  x_title="layer (0 = first)", y_title="gradient norm of W2", presentation=fr.present),
+                  config=figures.png_config(f"stability_grad-norms_{depth}-layers"))
 t = trend().replace({"norm": {"post": "Post-LN", "pre": "Pre-LN"}})
 right.plotly_chart(grad_norm_chart(t, "num_layers", "last_w2", "norm", "Last layer's W2 gradient norm vs depth",
+                                   x_title="number of layers", y_title="gradient norm of the last layer's W2",
                                    presentation=fr.present),
-                   config=figures.png_config("grad-norm-vs-depth"))
+                   config=figures.png_config("stability_grad-norm-vs-depth"))
 
 st.subheader("2. Training with and without warm-up")
 ui.caption("Three copies of one 128-wide encoder learn to reverse sequences of 16 random tokens, with Adam at the "
@@ -57,15 +58,15 @@ if runs is None:
         bar = st.progress(0.0, text="Training…")
         # Warm-up over at most half the run, so short runs still reach the peak learning rate. One session trains;
         # another that presses the button meanwhile waits for the same runs.
-        runs = CACHE.get(key, lambda: stability.compare_runs(
+        CACHE.get(key, lambda: stability.compare_runs(
             lr=lr, steps=steps, num_layers=layers, warmup_steps=min(100, steps // 2),
             progress=lambda f: bar.progress(min(f, 1.0), text=f"Training… {f:.0%}")))
-        bar.empty()
+        st.rerun()  # draw the page again from the cached runs: no "not trained yet" notice, no Train button
 if runs is not None:
     first = next(iter(runs.values()))
     st.plotly_chart(training_curves({name: r.losses for name, r in runs.items()}, first.chance_loss,
                                     presentation=fr.present),
-                    config=figures.png_config(f"training-lr{lr:g}-{steps}steps"))
+                    config=figures.png_config(f"stability_training_lr{lr:g}_{steps}-steps_{layers}-layers"))
     st.dataframe(pd.DataFrame([{"run": name, "final loss": round(r.final_loss, 3), "accuracy": f"{r.accuracy:.0%}",
                                 "learned": "yes" if r.learned else "no", "seconds": round(r.seconds, 1)}
                                for name, r in runs.items()]), hide_index=True, width="stretch")
@@ -74,11 +75,17 @@ if runs is not None:
                "first layers attend along the anti-diagonal, where the random-init maps were flat. The view opens on "
                "the head that does it most.")
     c = st.columns(3)
+    if ui.state.get("run") not in runs:  # open on a run that learned (the failed one shows no anti-diagonal)
+        ui.state.put("run", max(runs, key=lambda n: (runs[n].learned, runs[n].accuracy)))
     name = ui.widget("run", c[0], options=list(runs))
     trained = stability.trained_trace(runs[name])
     best = stability.reversal_heads(runs[name]).iloc[0]
     layer = c[1].slider("Layer of the trained model", 0, trained.num_layers - 1, int(best["layer"]), key=f"tl_{name}")
     head = c[2].selectbox("Head of the trained model", range(trained.num_heads), index=int(best["head"]),
                           key=f"th_{name}")
+    if not runs[name].learned:
+        st.info(f"The run “{name}” did not learn the task (final loss {runs[name].final_loss:.2f}), so expect no "
+                "anti-diagonal here.")
     st.plotly_chart(figures.attention_heatmap(trained, layer, head, presentation=fr.present),
-                    config=figures.png_config(f"trained-attention-L{layer}-H{head}"))
+                    config=figures.png_config(figures.export_name(trained, "trained-attention", f"L{layer}", f"H{head}",
+                                                                  model=figures.safe_filename(name))))

@@ -11,29 +11,40 @@ steps = layer_steps(trace.config)
 at = ui.state.fit("step", lo=0, hi=len(steps) - 1)
 
 
-cols = st.columns([1, 1, 4, 3], vertical_alignment="bottom")
-cols[0].button("Previous", icon=":material/arrow_back:", on_click=ui.state.put, args=("step", at - 1),
-               disabled=at == 0,
-               width="stretch")
-cols[1].button("Next", icon=":material/arrow_forward:", on_click=ui.state.put,
-               args=("step", at + 1), disabled=at == len(steps) - 1, width="stretch")
-layer = ui.layer_slider(trace.num_layers, cols[3])
+# The buttons are as wide as their labels, so "Previous" and "Next" are never cut; one layer: no slider, no gap.
+cols = st.columns([3, 4, 3] if trace.num_layers > 1 else [3, 7], vertical_alignment="bottom")
+buttons = cols[0].container(horizontal=True)
+buttons.button("Previous", icon=":material/arrow_back:", on_click=ui.state.put, args=("step", at - 1),
+               disabled=at == 0)
+buttons.button("Next", icon=":material/arrow_forward:", on_click=ui.state.put,
+               args=("step", at + 1), disabled=at == len(steps) - 1)
+layer = ui.layer_slider(trace.num_layers, cols[-1])
 step = steps[at]
-cols[2].progress((at + 1) / len(steps), text=f"Step {at + 1} of {len(steps)}: {step.title}")
+cols[1].progress((at + 1) / len(steps), text=f"Step {at + 1} of {len(steps)}: {step.title}")
 
 left, right = st.columns([2, 3])
 with left:
-    st.graphviz_chart(diagram.layer_diagram(trace.config, layer=layer, highlight=step.key, seq=trace.seq_len))
+    graph = diagram.layer_diagram(trace.config, layer=layer, highlight=step.key, seq=trace.seq_len)
+    fit = None
+    if fr.present:  # tighter ranks, then drawn narrower so its height fits a 720 px projector below the header
+        graph.graph_attr.update(figures.PRESENT_DIAGRAM)
+        try:
+            fit = figures.diagram_width(diagram.svg_bytes(graph))
+        except ValueError:  # no `dot` to measure it: drawn at its natural size
+            pass
+    st.graphviz_chart(graph, width=fit or "content")
 with right:
     st.subheader(step.title)
-    st.write(step.text)
     if trace.train and step.key in ("drop1", "drop2"):
         st.caption("Training mode is on: the tensor shown is the sub-layer output before dropout.")
     x = trace.taps[layer][step.tap]
     st.plotly_chart(
-        figures.tensor_heatmap(x, trace.tokens, f"Layer {layer}, {step.tap}: {tuple(x.shape)}", presentation=fr.present),
-        config=figures.png_config(figures.export_name(trace, "step", f"L{layer}", step.tap)),
+        figures.tensor_heatmap(x, trace.tokens, f"Layer {layer}, {step.tap}: {tuple(x.shape)}",
+                               subtitle=figures.mode_note(trace.train).removeprefix(" · "), presentation=fr.present),
+        config=figures.png_config(figures.export_name(trace, "step", f"L{layer}", step.tap,
+                                                      model=figures.model_tag(trace.config, fr.model_key))),
     )
+    st.write(step.text)
     row = trace.stats().query("layer == @layer and tap == @step.tap").iloc[0]
     m = st.columns(4)
     m[0].metric("mean", f"{row['mean']:.3f}")

@@ -1,32 +1,36 @@
-"""Tokens & embeddings: the WordPiece tokens and the positional-encoding table of the current config."""
+"""Tokens & embeddings: the WordPiece tokens, their rows of the embedding table, and how alike those rows are."""
 
 import pandas as pd
 import streamlit as st
 
 import ui
 from encoder.viz import figures
+from ui import captions
 
 fr, trace = ui.need_trace()
+tag = figures.model_tag(trace.config, fr.model_key)
 
-st.subheader(f"{trace.seq_len} WordPiece tokens")
+st.subheader(f"{trace.seq_len} WordPiece tokens and their embeddings")
 if trace.truncated:
     st.warning(f"The input was truncated to the model's maximum of {trace.config.max_len} tokens.")
 ui.caption("WordPiece splits rare words into known pieces (continuations start with ##) and adds [CLS] at the start "
            "and [SEP] at the end. Uncased models lowercase and strip accents first.")
-st.dataframe(pd.DataFrame({"position": range(trace.seq_len), "token": trace.tokens, "id": trace.token_ids}),
-             hide_index=True, width="stretch", height=min(400, 38 + 35 * trace.seq_len))
-
-st.subheader("Positional encoding")
-positions = fr.model.embed.positions(trace.seq_len)
-if positions is None:
-    st.info("This model has no positional encoding (positional = none): its layers cannot tell word order apart. "
-            "See the Position page for the proof.")
-else:
-    kind = trace.config.positional
-    left, right = st.columns(2)
-    left.plotly_chart(figures.positional_heatmap(positions.detach().cpu(), f"{kind.capitalize()} positional encoding"),
-                      config=figures.png_config(figures.export_name(trace, "positional")))
-    right.plotly_chart(figures.position_similarity(positions.detach().cpu()),
-                       config=figures.png_config(figures.export_name(trace, "position-similarity")))
-    ui.caption("Left: the vector added to the token embedding at each position. Right: cosine similarity between "
-               "positions; nearby positions get similar vectors, which is how attention can tell near from far.")
+vectors = fr.model.embed.tok.weight[trace.token_ids].detach().cpu()  # (seq, d_model): the table's rows, no positions
+left, right = st.columns([1, 2])
+left.dataframe(pd.DataFrame({"position": range(trace.seq_len), "token": trace.tokens, "id": trace.token_ids}),
+               hide_index=True, width="stretch", height=min(figures.PRESENT_HEIGHT if fr.present else 520,
+                                                            38 + 35 * trace.seq_len))
+right.plotly_chart(figures.tensor_heatmap(vectors, trace.tokens, f"Token embeddings: {trace.seq_len} × "
+                                          f"{trace.config.d_model}", subtitle="rows of the embedding table, no positions",
+                                          presentation=fr.present),
+                   config=figures.png_config(figures.export_name(trace, "token-embeddings", model=tag)))
+left, right = st.columns([2, 1])
+left.plotly_chart(figures.token_similarity(vectors, trace.tokens, "Token embeddings: cosine similarity",
+                                           presentation=fr.present),
+                  config=figures.png_config(figures.export_name(trace, "token-similarity", model=tag)))
+with right:
+    ui.caption(captions.embedding_caption(trace, vectors, captions.is_trained(fr.model_key)))
+    positional = trace.config.positional
+    st.markdown("**Positional encoding:** " + ("none: this model cannot tell word order apart." if positional == "none"
+                else f"{positional}, added to these rows before the first layer."))
+    st.page_link("views/position.py", label="See it on the Position page", icon=":material/shuffle:")

@@ -1,0 +1,185 @@
+"""Captions computed from the config and the trace on screen, so every sentence a page prints is true for it.
+
+Pure functions (no Streamlit): tests/app/test_captions.py calls them on the pretrained model and on custom ReLU
+and GELU models, and checks each statement against the numbers it describes.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from torch import Tensor
+
+from encoder import Trace
+from encoder.viz.figures import SPECIAL, cosine_matrix
+
+NEAR_MARGIN = 0.1  # neighbours must be this much more alike than far-apart positions to be called "similar"
+TRAINED_KEYS = ("pretrained", "ckpt:")  # model keys of trained weights (custom models are random init)
+
+
+def is_trained(model_key: str) -> bool:
+    return model_key.startswith(TRAINED_KEYS)
+
+
+def _stat(stats: pd.DataFrame, layer: int, tap: str, column: str) -> float:
+    return float(stats.query("layer == @layer and tap == @tap")[column].iloc[0])
+
+
+def layernorm_caption(stats: pd.DataFrame, layer: int) -> str:
+    """What LayerNorm's outputs measure here: it makes each token mean 0 / std 1, then gamma and beta move it."""
+    m1, s1 = _stat(stats, layer, "norm1", "mean"), _stat(stats, layer, "norm1", "std")
+    m2, s2 = _stat(stats, layer, "norm2", "mean"), _stat(stats, layer, "norm2", "std")
+    return (f"Mean, standard deviation and RMS at each point of layer {layer}'s data flow. LayerNorm scales each "
+            f"token's vector to mean 0 and std 1, then multiplies by its learned gamma and adds its learned beta: "
+            f"here norm1 measures mean {m1:.2f}, std {s1:.2f} and norm2 mean {m2:.2f}, std {s2:.2f} (a fresh model "
+            "starts at gamma = 1, beta = 0, so about 0 and 1). The residual sums (add1, add2) carry whatever the "
+            "sub-layers add.")
+
+
+def zeros_caption(trace: Trace, layer: int, tap: str) -> str:
+    """The histogram's caption: the measured share of exact zeros at this tap, and why (ReLU vs GELU)."""
+    stats = trace.stats()
+    zero = _stat(stats, layer, tap, "zero_frac")
+    hidden = _stat(stats, layer, "ffn_hidden", "zero_frac")
+    act = trace.config.activation
+    text = f"Distribution of every value at {tap}: {zero:.1%} of them are exactly zero. "
+    if act == "relu":
+        text += (f"ReLU sets every negative input to exactly 0, so after it (ffn_hidden) {hidden:.0%} of this "
+                 "layer's values are zero.")
+    else:
+        text += (f"This model uses GELU, which is smooth: negative inputs give small negative outputs, not zeros, "
+                 f"so only {hidden:.1%} of ffn_hidden is exactly zero in this layer.")
+    return text
+
+
+def residual_caption(trace: Trace) -> str:
+    """The residual-norm chart's caption, with the measured first and last norms."""
+    norms = trace.hidden_states.double().norm(dim=-1).mean(-1)
+    first, last = float(norms[0]), float(norms[-1])
+    return (f"Average length of each token's vector after the embeddings ({first:.3g}) and after every layer "
+            f"(after the last: {last:.3g}). " + placement_sentence(trace))
+
+
+def placement_sentence(trace: Trace) -> str:
+    """What the norm placement does to the residual stream's norm, with the measured trend for Pre-LN."""
+    if trace.config.norm == "post":
+        return "In Post-LN each layer ends with a LayerNorm, so the norm is reset after every layer."
+    norms = trace.hidden_states.double().norm(dim=-1).mean(-1)
+    first, last, top = float(norms[0]), float(norms[-1]), float(norms.max())
+    trend = "grows with depth" if last > first and last >= 0.99 * top else "is not reset between layers"
+    final = " (a final LayerNorm acts only after the last layer)" if trace.config.final_norm else ""
+    return f"In Pre-LN nothing normalises the residual stream between layers, so its norm {trend}{final}."
+
+
+def neighbour_similarity(table: Tensor) -> tuple[float, float]:
+    """(mean cosine of neighbouring positions, mean cosine of positions at least half the table apart)."""
+    n = table.shape[0]
+    if n < 3:
+        return float("nan"), float("nan")
+    sim = cosine_matrix(table)
+    near = float(sim.diagonal(1).mean())
+    far = [float(sim.diagonal(k).mean()) for k in range(max(2, n // 2), n)]
+    return near, sum(far) / len(far)
+
+
+def position_caption(table: Tensor, positional: str, trained: bool) -> str:
+    """Whether nearby positions really get similar vectors here: measured, not assumed."""
+    near, far = neighbour_similarity(table)
+    if near != near:  # fewer than 3 positions
+        return "Each position gets its own vector, added to the token embedding."
+    measured = f"neighbours {near:.2f} on average, positions half the sentence apart {far:.2f}"
+    if near > far + NEAR_MARGIN:
+        return ("Each position gets its own vector, added to the token embedding. Nearby positions have more "
+                f"similar vectors ({measured}), so attention can tell near from far.")
+    if positional == "learned" and not trained:
+        return ("Each position gets its own vector, added to the token embedding. These learned position vectors "
+                f"are untrained (random init), so neighbours are no more alike than distant positions ({measured}); "
+                "training is what would give them structure.")
+    return ("Each position gets its own vector, added to the token embedding. In this sentence's range nearby "
+            f"positions are not clearly more alike than distant ones ({measured}).")
+
+
+def hides_any(tokens: list[str]) -> bool:
+    """Whether hiding [CLS]/[SEP] removes anything (figures show every token when nothing else would be left)."""
+    kinds = {t in SPECIAL for t in tokens}
+    return kinds == {True, False}
+
+
+def attention_caption(hidden: bool, scale: str) -> str:
+    """The one-head view's caption: what a row is, whether it still sums to 1, and what the colours mean."""
+    text = "Each row is one query token and shows softmax(QKᵀ/√d_k): how much it draws from each key token. "
+    if hidden:
+        text += ("[CLS] and [SEP] are hidden and each row is renormalised over the keys left, so every row shown "
+                 "sums to 1 again (the weights are shares of what is left, not of the whole row). ")
+    else:
+        text += "Every row sums to 1. "
+    text += {"fixed": "Colours run from 0 to 1 for every head, so heads can be compared.",
+             "auto": "Colours stretch to this map's largest weight: compare shapes, not shades, across heads.",
+             "row": "Each row is coloured relative to its own largest weight: the darkest cell is where that token "
+                    "looks most, however spread out its attention is."}[scale]
+    return text
+
+
+def embedding_caption(trace: Trace, vectors: Tensor, trained: bool) -> str:
+    """The Tokens page's embedding-similarity caption, with the measured mean similarity between different tokens."""
+    ids = trace.token_ids
+    n = len(ids)
+    sim = cosine_matrix(vectors)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n) if ids[i] != ids[j]]
+    mean = sum(float(sim[i, j]) for i, j in pairs) / len(pairs) if pairs else float("nan")
+    text = (f"Each token's row of the embedding table (before positions are added); right: cosine similarity "
+            f"between them. Different tokens here average {mean:.2f}. ")
+    if trained:
+        text += "The pretrained table puts tokens that are used alike closer together."
+    else:
+        text += (f"This model is random init, so different tokens are nearly orthogonal (about ±"
+                 f"{1 / vectors.shape[1] ** 0.5:.2f} for d_model {vectors.shape[1]}); the same token always gets "
+                 "the same row.")
+    return text
+
+
+def rewired_note(model_key: str, model_name: str, config_norm: str, other: str) -> str:
+    """A trained model shown with its LayerNorms moved: say it was never trained that way ('' for custom models)."""
+    if not is_trained(model_key) or config_norm == other:
+        return ""
+    trained_as = "Post-LN" if config_norm == "post" else "Pre-LN"
+    rewired = "Pre-LN" if other == "pre" else "Post-LN"
+    return (f"{model_name} was trained as {trained_as}. The {rewired} column runs the same weights with the "
+            f"LayerNorms moved: a model that was never trained that way, so it shows what the rewiring breaks, "
+            f"not what a trained {rewired} model looks like.")
+
+
+def cls_share(trace: Trace, layer: int, head: int) -> float:
+    """Share of query rows whose largest weight is on [CLS] or [SEP], for one head."""
+    special = [i for i, t in enumerate(trace.tokens) if t in SPECIAL]
+    if not special:
+        return 0.0
+    top = trace.attention[layer, head].argmax(-1)
+    return float(sum(int(t) in special for t in top)) / trace.seq_len
+
+
+def dropout_note(train: bool, dropout: float) -> str:
+    """The visible note for training mode; '' in eval mode."""
+    if not train:
+        return ""
+    if dropout == 0:
+        return "Training mode is on, but this model's dropout is 0, so nothing is dropped."
+    return (f"Training mode is on: dropout (p = {dropout:g}) zeroes a random {dropout:.0%} of values at every "
+            "dropout site and scales the rest up, so every figure shows one random draw.")
+
+
+ROUNDING = 1e-5  # differences below this in float32 attention are rounding, not information
+
+
+def shuffle_caption(attn_diff: dict[str, float]) -> str:
+    """The shuffle chart's caption: which models computed the same thing for every word order (measured)."""
+    blind = [name for name, d in attn_diff.items() if d < ROUNDING]
+    seeing = [name for name, d in attn_diff.items() if d >= ROUNDING]
+    parts = []
+    if blind:
+        top = max(attn_diff[n] for n in blind)
+        parts.append(f"For {' and '.join(blind)} the differences are float rounding (at most {top:.1g}): the model "
+                     "computed the same thing for every word order.")
+    if seeing:
+        top = max(attn_diff[n] for n in seeing)
+        parts.append(f"For {' and '.join(seeing)} they reach {top:.2g}: the model knows where each word stands.")
+    return " ".join(parts)
