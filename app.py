@@ -61,14 +61,24 @@ with st.sidebar:
     ui.widget("device", options=ui.available_devices())
     ui.widget("present")
 
+# Presentation mode: the sidebar folds away (re-applied on every run, so switching the mode on folds it at once,
+# unless the user has folded or unfolded it by hand: Streamlit then remembers their choice in the browser), every
+# size grows by 15 % through the root font size (titles keep their hierarchy: Streamlit sizes text in rem) and the
+# empty band above the title shrinks. Captions are left out by ui.caption(); notes that must stay use st.caption.
+st.set_page_config(initial_sidebar_state="collapsed" if values["present"] else "auto")
 if values["present"]:
     # Static CSS only; no user text goes into it.
-    st.html("<style>html, body, [class*='st-'] {font-size: 1.15rem;} .stCaption {display: none;}</style>")
+    st.html("<style>html {font-size: 18.4px;} [data-testid='stMainBlockContainer'] {padding-top: 4.5rem;}</style>")
 
 for problem in url_problems:
     st.warning(ui.literal(problem), icon=":material/link_off:")
 
-st.title("Encoder Explorer")
+if values["present"]:  # the sidebar is folded away: a way out of presentation mode stays on screen
+    title, leave = st.columns([3, 1], vertical_alignment="center")
+    title.title("Encoder Explorer")
+    leave.button("Leave presentation", icon=":material/close_fullscreen:", on_click=state.put, args=("present", False))
+else:
+    st.title("Encoder Explorer")
 
 
 def use_example() -> None:

@@ -1,0 +1,143 @@
+"""Presentation mode on a classroom projector: every page at 1280x720 and 1024x768 in Chromium.
+
+For each page: the sidebar is folded away and the way out of presentation mode stays on screen; the page's main
+figure (its first chart or diagram) fits the screen below Streamlit's header once scrolled to the top, and fits
+its width; no widget label or button text is cut off (scrollWidth > clientWidth); every colour bar is no taller
+than the heatmaps it belongs to; chart tick labels are at least 14 px; and no stray "None" is printed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from encoder.viz.figures import MIN_PRESENT_FONT
+from tests.app.server import READY, ROOT, launch, streamlit_server
+from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
+
+VIEWPORTS = [(1280, 720), (1024, 768)]
+LOAD_MS = 180_000  # a page that computes on open (Training stability's gradients) on a busy 2-core machine
+
+
+def page_paths() -> list[str]:
+    """Every page's URL path, from app.py's PAGES (the default page is "")."""
+    source = (ROOT / "app.py").read_text(encoding="utf-8")
+    paths = []
+    for m in re.finditer(r'st\.Page\("([^"]+)"[^)]*?url_path="([^"]+)"([^)]*)\)', source):
+        if (ROOT / m.group(1)).exists():
+            paths.append("" if "default=True" in m.group(3) else m.group(2))
+    return paths
+
+
+PATHS = page_paths()
+MAIN = '[data-testid="stMain"]'
+FIGURE = f'{MAIN} :is([data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"])'
+# A page is drawn once the script is idle and every chart it started has its SVG.
+DRAWN_JS = """([ready]) => document.querySelector(ready)
+  && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('svg.main-svg'))
+  && [...document.querySelectorAll('[data-testid="stGraphVizChart"]')].every(c => c.querySelector('svg'))"""
+
+# Scroll the main figure's top just below the header; report its box, the header's and the viewport's.
+FIT_JS = """(sel) => {
+  const fig = document.querySelector(sel);
+  if (!fig) return null;
+  const main = document.querySelector('[data-testid="stMain"]');
+  const header = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
+  main.scrollTop += fig.getBoundingClientRect().top - header;
+  const b = fig.getBoundingClientRect();
+  return {top: b.top, bottom: b.bottom, left: b.left, right: b.right, height: b.height, header,
+          vw: window.innerWidth, vh: window.innerHeight};
+}"""
+
+# Text elements of widget labels and buttons whose text does not fit (Streamlit cuts it with an ellipsis).
+CUT_JS = """() => [...document.querySelectorAll(
+    '[data-testid="stMain"] [data-testid="stWidgetLabel"] *, [data-testid="stMain"] button *,'
+    + ' [data-testid="stMain"] [data-testid="stMetricLabel"] *')]
+  .filter(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1 && e.textContent.trim())
+  .map(e => `${e.textContent.trim().slice(0, 60)} (${e.scrollWidth} > ${e.clientWidth} px)`)"""
+
+# Per chart: the tallest colour bar and the vertical extent of its heatmaps; the smallest tick label.
+CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')].map(c => {
+  const maps = [...c.querySelectorAll('.heatmaplayer image')].map(i => i.getBoundingClientRect());
+  const bars = [...c.querySelectorAll('.colorbar .cbfills')].map(f => f.getBoundingClientRect().height);
+  const ticks = [...c.querySelectorAll('.xtick text, .ytick text')].map(t => parseFloat(getComputedStyle(t).fontSize));
+  return {title: c.querySelector('.gtitle')?.textContent ?? '',
+          mapHeight: maps.length ? Math.max(...maps.map(m => m.bottom)) - Math.min(...maps.map(m => m.top)) : null,
+          bar: bars.length ? Math.max(...bars) : null, smallestTick: ticks.length ? Math.min(...ticks) : null};
+})"""
+
+
+@pytest.fixture(scope="module")
+def app() -> Iterator[App]:
+    with streamlit_server(env=SERVER_ENV) as (url, proc):
+        yield App(url, ServerLog(proc.stdout))
+
+
+@pytest.fixture(scope="module", params=VIEWPORTS, ids=[f"{w}x{h}" for w, h in VIEWPORTS])
+def projector(request, app) -> Iterator[Page]:
+    width, height = request.param
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        page = browser.new_context(viewport={"width": width, "height": height}).new_page()
+        page.dialogs = []
+        yield page
+        browser.close()
+
+
+def open_presenting(page: Page, app: App, path: str) -> None:
+    page.goto(app.link(f"/{path}", {"present": "true"}))
+    try:
+        settle(page, timeout=LOAD_MS)
+        page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+        settle(page, ms=400)
+    except PlaywrightTimeout:
+        raise AssertionError(f"/{path} never finished drawing: {describe(page, app)}") from None
+
+
+def test_presentation_mode_toggles_the_sidebar_and_stays_reachable(projector, app):
+    """Switching presentation off from the page folds the sidebar back out; the toggle there then reads off."""
+    page = projector
+    open_presenting(page, app, "")
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert sidebar.get_attribute("data-collapsed") == "true", "presentation mode should fold the sidebar away"
+    leave = page.get_by_role("button", name="Leave presentation")
+    assert leave.is_visible() and leave.bounding_box()["y"] + leave.bounding_box()["height"] <= page.viewport_size["height"]
+    h1 = page.locator(f"{MAIN} h1").first
+    label = page.locator(f'{MAIN} [data-testid="stWidgetLabel"]').first
+    assert h1.evaluate("e => parseFloat(getComputedStyle(e).fontSize)") >= 2 * label.evaluate(
+        "e => parseFloat(getComputedStyle(e).fontSize)"), "the title must stay a title"
+    leave.click()
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stSidebar\"]')?.dataset.collapsed === 'false'",
+                           timeout=60_000)
+    settle(page)
+    assert "present" not in page.url and sidebar.get_by_text("Presentation mode").is_visible()
+    assert not page.get_by_role("button", name="Leave presentation").count()
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p or "heatmaps" for p in PATHS])
+def test_every_page_fits_the_projector(projector, app, path):
+    page, since = projector, len(app.log.lines)
+    open_presenting(page, app, path)
+    assert_clean(page, app, since)
+    where = f"/{path} at {page.viewport_size}"
+    assert page.locator('[data-testid="stSidebar"]').get_attribute("data-collapsed") == "true", where
+    cut = page.evaluate(CUT_JS)
+    assert not cut, f"{where}: labels or buttons cut off: {cut}"
+    stray = page.locator(f"{MAIN} [data-testid='stMarkdownContainer'] p").filter(has_text=re.compile(r"^None$"))
+    assert not stray.count(), f"{where}: a stray 'None' is printed"
+    for chart in page.evaluate(CHARTS_JS):
+        if chart["bar"] is not None and chart["mapHeight"] is not None:
+            assert chart["bar"] <= chart["mapHeight"] + 1, f"{where}: colour bar taller than its map: {chart}"
+        if chart["smallestTick"] is not None:
+            assert chart["smallestTick"] >= MIN_PRESENT_FONT, f"{where}: tick labels below 14 px: {chart}"
+    if not page.locator(FIGURE).count():
+        assert path == "check", f"{where}: no chart or diagram on the page"  # the quiz has questions, no figure
+        return
+    box = page.evaluate(FIT_JS, FIGURE)
+    assert box["height"] <= box["vh"] - box["header"], f"{where}: the main figure is taller than the screen: {box}"
+    assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, f"{where}: figure off screen: {box}"
+    assert box["left"] >= 0 and box["right"] <= box["vw"], f"{where}: figure wider than the screen: {box}"
