@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 
 # Before torch is imported: idle OpenMP threads sleep instead of spinning, so sessions sharing 2 cores don't stall
@@ -15,7 +16,7 @@ from encoder.tokenizer import INSTALL_HINT  # noqa: E402
 from ui import settings, state  # noqa: E402
 from ui.settings import CUSTOM, PRETRAINED  # noqa: E402
 
-st.set_page_config(page_title="Encoder Explorer", page_icon=":material/hub:", layout="wide")
+st.set_page_config(page_title="Encoder Explorer", page_icon="🔎", layout="wide")
 
 # The page files live in views/, not pages/: a folder named pages/ next to app.py makes Streamlit treat the first
 # run after a server start as a legacy multipage app, so the first deep link (e.g. /diagram) showed "Page not
@@ -110,5 +111,15 @@ def show_frame() -> None:
 
 show_frame()
 
+
+
+@st.fragment(run_every=datetime.timedelta(minutes=30))
+def rerun_after_reconnect() -> None:
+    """Draws nothing. A page with a timed fragment makes the browser ask for a script run whenever its WebSocket
+    reconnects: after a replica dies, the tab's new session on a survivor redraws this view from the URL at once,
+    instead of showing the old page over a session that has not run yet (deploy/, tests/app/test_deploy.py)."""
+
+
+rerun_after_reconnect()
 ui.guard(nav.run)
 state.sync_url()

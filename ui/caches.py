@@ -69,10 +69,10 @@ class ByteCache:
                     return self._items[key][0]
             try:
                 value = compute()
+                self.put(key, value)  # cached before the key stops being busy: a late caller finds it
             finally:
                 with self._lock:
                     self._busy.pop(key, None)
-            self.put(key, value)
             return value
 
     def put(self, key: Hashable, value: Any) -> None:

@@ -1,4 +1,4 @@
-"""Eight multiple-choice questions on the encoder, with feedback, a score and facts read off the live model.
+"""Eight multiple-choice questions on the encoder, with feedback, a score and a link to the page that shows each answer.
 
 The topics follow the "Test Your Understanding" list of the seeds (seed 003); the wording is our own.
 """
@@ -6,15 +6,17 @@ The topics follow the "Test Your Understanding" list of the seeds (seed 003); th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-import torch
-
-from encoder.config import EncoderConfig
-from encoder.model import Encoder
-from encoder.trace import Trace, trace_ids
-
-PAGES = ("attention", "dataflow", "activations", "compare", "position", "stability", "tokens")
+# Where each question's answer can be seen: the page file and its title in the navigation.
+PAGES = {
+    "attention": ("views/attention.py", "Attention"),
+    "dataflow": ("views/dataflow.py", "Data flow"),
+    "activations": ("views/activations.py", "Activations"),
+    "compare": ("views/compare.py", "Compare"),
+    "position": ("views/position.py", "Position"),
+    "stability": ("views/stability.py", "Training stability"),
+    "tokens": ("views/tokens.py", "Tokens & embeddings"),
+}
 
 
 @dataclass(frozen=True)
@@ -161,40 +163,3 @@ def check(question_id: str, choice: int) -> tuple[bool, str]:
 def score(answers: dict[str, int | None]) -> int:
     """Number of correct answers in {question_id: choice}; unanswered (None) counts as wrong."""
     return sum(check(qid, choice)[0] for qid, choice in answers.items() if choice is not None)
-
-
-def live_facts(model_or_trace: Encoder | Trace) -> dict[str, Any]:
-    """Facts the quiz answers predict, read off a trace or (on 8 random tokens) off a model."""
-    if isinstance(model_or_trace, Trace):
-        trace = model_or_trace
-    elif isinstance(model_or_trace, Encoder):
-        cfg = model_or_trace.cfg
-        ids = torch.randint(0, cfg.vocab_size, (min(8, cfg.max_len),), generator=torch.Generator().manual_seed(cfg.seed))
-        trace = trace_ids(model_or_trace, ids.tolist(), [str(i) for i in ids.tolist()], text="random ids")
-    else:
-        raise ValueError(f"live_facts needs an Encoder or a Trace, not {type(model_or_trace).__name__}.")
-    cfg, attention, output, taps, seq = trace.config, trace.attention, trace.output, trace.taps, trace.seq_len
-    upper = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)  # keys to the right of the query
-    lower = torch.tril(torch.ones(seq, seq, dtype=torch.bool), diagonal=-1)
-    first = taps[0]
-    default = EncoderConfig()
-    return {
-        # attention / bidirectional: weight above the diagonal means no causal mask
-        "weight_right_of_diagonal": float(attention[..., upper].sum()) if seq > 1 else 0.0,
-        "weight_left_of_diagonal": float(attention[..., lower].sum()) if seq > 1 else 0.0,
-        "max_weight_right_of_diagonal": float(attention[..., upper].max()) if seq > 1 else 0.0,
-        # layers, ffn, layernorm: the defaults are the paper's base model
-        "default_num_layers": default.num_layers,
-        "default_ffn_ratio": default.d_ff / default.d_model,
-        "default_norm": default.norm,
-        "num_layers": cfg.num_layers,
-        "ffn_ratio": cfg.d_ff / cfg.d_model,
-        "ffn_hidden_width": int(first["ffn_hidden"].shape[-1]),
-        "norm": cfg.norm,
-        # residual: add1 is exactly the layer input plus the attention output (eval mode: dropout is identity)
-        "residual_error": float((first["add1"] - (first["input"] + first["attn"])).abs().max()),
-        # output: one d_model vector per input position
-        "seq_len": seq,
-        "output_shape": tuple(output.shape),
-        "d_model": cfg.d_model,
-    }

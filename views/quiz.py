@@ -6,15 +6,6 @@ import ui
 from ui import quiz, state
 
 ui.frame()
-VIEWS = {
-    "attention": ("views/attention.py", "Attention"),
-    "dataflow": ("views/dataflow.py", "Data flow"),
-    "activations": ("views/activations.py", "Activations"),
-    "compare": ("views/compare.py", "Compare"),
-    "position": ("views/position.py", "Position"),
-    "stability": ("views/stability.py", "Training stability"),
-    "tokens": ("views/tokens.py", "Tokens & embeddings"),
-}
 ss = st.session_state
 
 
@@ -44,7 +35,7 @@ for n, q in enumerate(quiz.QUESTIONS, start=1):
         if choice is not None:
             correct, feedback = quiz.check(q.id, choice)
             (st.success if correct else st.error)(feedback)
-            path, title = VIEWS[q.page]
+            path, title = quiz.PAGES[q.page]
             st.page_link(path, label=f"See it on {title}: {q.demo}", icon=":material/visibility:")
 
 if answered:

@@ -18,13 +18,6 @@ from ..model import Encoder, build_model, sinusoidal_table
 from ..tokenizer import encode
 
 
-def shuffle_words(text: str, seed: int) -> tuple[str, list[int]]:
-    """Shuffle the whitespace-separated words: (shuffled text, perm) with shuffled[i] = words[perm[i]]."""
-    words = text.split()
-    perm = _derangement_ish(len(words), seed, [w.lower() for w in words])
-    return " ".join(words[i] for i in perm), perm
-
-
 def _derangement_ish(n: int, seed: int, items: list[str]) -> list[int]:
     """A seeded permutation of range(n) that changes the order of `items` whenever that is possible."""
     rng = random.Random(seed)  # a private generator: the global random state is untouched

@@ -265,9 +265,3 @@ def reversal_heads(result: TrainResult, seed: int = 0) -> pd.DataFrame:
     rows = [(layer, head, float(mirrored[layer, head])) for layer in range(trace.num_layers) for head in range(trace.num_heads)]
     df = pd.DataFrame(rows, columns=["layer", "head", "anti_diagonal"])
     return df.sort_values("anti_diagonal", ascending=False, kind="stable").reset_index(drop=True)
-
-
-def example_attention(result: TrainResult, seed: int = 0) -> tuple[list[str], Tensor]:
-    """Labels ("t3", ...) and the trained model's attention (L, H, T, T) on one task example."""
-    trace = trained_trace(result, seed=seed)
-    return trace.tokens, trace.attention

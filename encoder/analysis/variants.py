@@ -34,11 +34,6 @@ def variant(model: Encoder, **changes: object) -> Encoder:
     return twin.eval().requires_grad_(False)
 
 
-def with_norm(model: Encoder, norm: str) -> Encoder:
-    """The same weights wired as Post-LN or Pre-LN."""
-    return variant(model, norm=norm)
-
-
 def find_token(tokens: list[str], word: str) -> int | None:
     """Position of the first token equal to `word` (case-insensitive), or None."""
     word = word.strip().lower()

@@ -2,13 +2,16 @@
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
 from encoder import EncoderConfig, build_model, run
-from ui.quiz import PAGES, QUESTIONS, check, live_facts, question, score
+from encoder.trace import Trace
+from ui.quiz import PAGES, QUESTIONS, check, question, score
 
+ROOT = Path(__file__).resolve().parents[2]
 TOPICS = ["attention", "layers", "ffn", "residual", "encoder_only", "output", "layernorm", "bidirectional"]
 SMALL = EncoderConfig(d_model=32, num_heads=4, d_ff=128, num_layers=2)
 
@@ -49,38 +52,63 @@ def test_score_counts_correct_answers_only():
     assert score({**right, "layers": 0, "ffn": None}) == 6
 
 
+def live_facts(trace: Trace) -> dict:
+    """What the quiz's answers predict, read off a real trace."""
+    seq, attention, first = trace.seq_len, trace.attention, trace.taps[0]
+    upper = torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1)  # keys to the right of the query
+    lower = torch.tril(torch.ones(seq, seq, dtype=torch.bool), diagonal=-1)
+    norm1 = torch.nn.functional.layer_norm(first["add1"], (trace.config.d_model,), eps=trace.config.layer_norm_eps)
+    return {
+        "weight_right_of_diagonal": float(attention[..., upper].sum()),
+        "weight_left_of_diagonal": float(attention[..., lower].sum()),
+        "max_weight_right_of_diagonal": float(attention[..., upper].max()),
+        "num_layers": trace.num_layers,
+        "ffn_hidden_width": int(first["ffn_hidden"].shape[-1]),
+        "residual_error": float((first["add1"] - (first["input"] + first["attn"])).abs().max()),
+        "norm_after_add_error": float((first["norm1"] - norm1).abs().max()),  # Post-LN: LN right after the add
+        "output_shape": tuple(trace.output.shape),
+    }
+
+
 @pytest.fixture(scope="module")
-def trace():
-    return run(build_model(SMALL, "cpu"), "The animal didn't cross the street because it was too tired.")
+def base_trace() -> Trace:
+    """The default config is the paper's base encoder; run it for real (random weights) on a short sentence."""
+    return run(build_model(EncoderConfig(), "cpu"), "The animal didn't cross the street because it was too tired.")
 
 
-@pytest.mark.parametrize("source", ["trace", "model"])
-def test_live_facts_agree_with_the_answer_key(source, trace):
-    facts = live_facts(trace if source == "trace" else build_model(SMALL, "cpu"))
+def test_live_facts_agree_with_the_answer_key(base_trace):
+    facts, cfg = live_facts(base_trace), base_trace.config
     # attention, bidirectional: no causal mask, so weight on both sides of the diagonal
     assert "without a mask" in _answer("attention") and facts["max_weight_right_of_diagonal"] > 0.01
     assert "both sides" in _answer("bidirectional") and facts["weight_left_of_diagonal"] > 0
-    # layers: the default config is the paper's base encoder
-    assert int(_answer("layers")) == facts["default_num_layers"] == EncoderConfig().num_layers
-    # ffn: 4 x d_model, and the live hidden tap has width d_ff
+    # layers: the base encoder runs through 6 layers
+    assert int(_answer("layers")) == facts["num_layers"]
+    # ffn: the hidden tap is k x d_model wide
     ratio = int(re.match(r"(\d+) × d_model", _answer("ffn")).group(1))
-    assert ratio == facts["default_ffn_ratio"] and facts["ffn_hidden_width"] == SMALL.d_ff == ratio * SMALL.d_model
-    # residual: add1 is exactly input + attention output
+    assert facts["ffn_hidden_width"] == ratio * cfg.d_model
+    # residual: add1 is exactly input + attention output (eval mode: dropout is the identity)
     assert "direct path" in _answer("residual") and facts["residual_error"] == 0.0
     # output: one d_model vector per position
     assert "every input position" in _answer("output")
-    assert facts["output_shape"] == (facts["seq_len"], SMALL.d_model)
-    # layernorm: the original is Post-LN, our default too
-    assert "Post-LN" in _answer("layernorm") and facts["default_norm"] == "post"
+    assert facts["output_shape"] == (base_trace.seq_len, cfg.d_model)
+    # layernorm: the original normalises right after each residual add (Post-LN), as the base model does
+    assert "Post-LN" in _answer("layernorm") and facts["norm_after_add_error"] < 1e-5
 
 
-def test_live_facts_would_catch_a_causal_mask(trace):
-    causal = torch.tril(trace.attention)
+def test_live_facts_would_catch_a_causal_mask(base_trace):
+    causal = torch.tril(base_trace.attention)
     causal = causal / causal.sum(-1, keepdim=True)
-    facts = live_facts(dataclasses.replace(trace, attention=causal))
+    facts = live_facts(dataclasses.replace(base_trace, attention=causal))
     assert facts["weight_right_of_diagonal"] == 0.0 and facts["weight_left_of_diagonal"] > 0
 
 
-def test_live_facts_rejects_other_objects():
-    with pytest.raises(ValueError, match="Encoder or a Trace"):
-        live_facts("a sentence")
+def test_live_facts_would_catch_pre_ln():
+    pre = run(build_model(dataclasses.replace(SMALL, norm="pre"), "cpu"), "A short sentence for the check.")
+    assert live_facts(pre)["norm_after_add_error"] > 1e-3
+
+
+def test_every_question_links_to_a_registered_page():
+    app = (ROOT / "app.py").read_text()
+    for q in QUESTIONS:
+        path, title = PAGES[q.page]
+        assert f'"{path}"' in app and f'title="{title}"' in app, (q.id, path, title)

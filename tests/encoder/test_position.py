@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from encoder import EncoderConfig, build_model
-from encoder.analysis.position import pe_table, permutation_check, permutation_check_ids, position_similarity, shuffle_words
+from encoder.analysis.position import pe_table, permutation_check, permutation_check_ids, position_similarity
 from encoder.model import sinusoidal_table
 
 TEXT = "The animal didn't cross the street because it was unbelievably tired."
@@ -58,14 +58,6 @@ def test_ids_check_works_without_a_tokenizer_and_rejects_bad_permutations():
     with pytest.raises(ValueError, match="permutation"):
         permutation_check_ids(m, ids, [0, 0, *range(2, 10)])
 
-
-def test_shuffle_words_is_a_seeded_permutation_of_the_words():
-    text, perm = shuffle_words("one two three four five", seed=7)
-    words = "one two three four five".split()
-    assert text.split() == [words[i] for i in perm] and sorted(perm) == list(range(5))
-    assert text != "one two three four five"
-    assert shuffle_words("one two three four five", seed=7) == (text, perm)
-    assert shuffle_words("same same", seed=0) == ("same same", [0, 1])  # nothing to shuffle
 
 
 def test_pe_table_per_kind():
