@@ -18,7 +18,7 @@ import streamlit as st
 import torch
 
 import encoder
-from encoder.analysis import position
+from encoder.analysis import embeddings, position
 from encoder.analysis.variants import variant
 from encoder.tokenizer import pretrained_available
 from encoder.viz import figures  # noqa: F401 (imported before gc.freeze below, with plotly and pandas)
@@ -182,6 +182,12 @@ def trace_lookup(fr: Frame) -> Callable[[], encoder.Trace]:
     """A function that fetches the frame's trace by its key: for work done later (downloads), holding no tensor."""
     key = (fr.model_key, fr.device, fr.values["text"], fr.values["train"])
     return lambda: get_trace(*key)
+
+
+def get_rollout(fr: Frame) -> torch.Tensor:
+    """Attention rollout through every layer of the frame's trace, (L, T, T), computed once per trace."""
+    key = (fr.model_key, fr.device, fr.values["text"], fr.values["train"])
+    return CACHE.get(("rollout", *key), lambda: embeddings.attention_rollout(get_trace(*key).attention))
 
 
 def need_trace() -> tuple[Frame, encoder.Trace]:

@@ -120,7 +120,8 @@ LR_OPTIONS = (0.0003, 0.001, 0.003, 0.01)
 MAX_SEED = 2**31 - 1
 TAP_NAMES = ("input", "attn", "add1", "norm1", "ffn_hidden", "ffn", "add2", "norm2", "output")
 NORM_LABELS = {"post": "Post-LN (original paper)", "pre": "Pre-LN"}
-VIEW_LABELS = {"head": "One head", "layer": "All heads of a layer", "model": "Model view (layers × heads)"}
+VIEW_LABELS = {"head": "One head", "layer": "All heads of a layer", "model": "Model view (layers × heads)",
+               "rollout": "Rollout"}
 COMPARE_LABELS = {"norm": "Post-LN vs Pre-LN (same weights)", "sentences": "Two sentences (same model)"}
 SCALE_LABELS = {"fixed": "0 to 1", "auto": "Auto", "row": "Per row"}
 

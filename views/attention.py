@@ -1,9 +1,9 @@
-"""Attention: one head, all heads of a layer, or every layer x head at once."""
+"""Attention: one head, all heads of a layer, every layer x head at once, or the rollout through the layers."""
 
 import streamlit as st
 
 import ui
-from encoder.viz import figures
+from encoder.viz import figures, purpose
 from ui import captions, headview
 
 ui.need_trace()
@@ -25,6 +25,16 @@ def attention_view() -> None:
         return
     layer = ui.layer_slider(trace.num_layers, cols[0])
     tag = figures.model_tag(trace.config, fr.model_key)
+    if view == "rollout":
+        fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.tokens, layer, hide_special=hide,
+                                      presentation=fr.present)
+        st.plotly_chart(fig, config=figures.png_config(figures.export_name(trace, "rollout", f"L{layer}", model=tag)))
+        ui.caption("Attention rollout (Abnar & Zuidema, 2020) estimates how much each input token reaches each "
+                   "position after this layer: every layer's head-averaged attention is mixed half and half with the "
+                   "identity (the residual connection), its rows are renormalised, and the layers are multiplied. "
+                   "It ignores the values, the feed-forward sub-layers and the differences between heads, so read it "
+                   "as a rough map of where information can have come from, not as an explanation.")
+        return
     if view == "layer":
         scale = ui.state.get("scale")  # drawn below the grid, so the grid sits high on a projector
         fig = figures.attention_grid(trace, layer, hide_special=hide, scale=scale, presentation=fr.present)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+import torch
 from streamlit.testing.v1 import AppTest
 
 import ui
@@ -251,3 +252,21 @@ def test_training_runs_are_trained_once_and_shared_with_every_session():
     other = start(params)  # a second session sees the cached runs without training
     other.switch_page("views/stability.py").run()
     assert len(plotly_specs(other)) == n_charts + 2
+
+
+def test_rollout_view_shows_the_rollout_of_the_trace_on_screen():
+    """Layer 0's rollout is its head-averaged attention mixed half and half with the identity, rows summing to 1."""
+    import base64
+
+    import numpy as np
+
+    at = start(SMALL_POST | {"view": "rollout", "layer": "0"})
+    assert_clean(at)
+    z = plotly_specs(at)[0]["data"][0]["z"]
+    shape = tuple(int(n) for n in z["shape"].split(","))
+    shown = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.float32).reshape(shape)
+    trace = frame_of(at).trace
+    expected = 0.5 * trace.attention[0].mean(0) + 0.5 * torch.eye(trace.seq_len)
+    expected = expected / expected.sum(-1, keepdim=True)
+    assert np.allclose(shown, expected.numpy(), atol=1e-6)
+    assert np.allclose(shown.sum(-1), 1.0, atol=1e-5)
