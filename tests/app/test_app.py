@@ -270,3 +270,18 @@ def test_rollout_view_shows_the_rollout_of_the_trace_on_screen():
     expected = expected / expected.sum(-1, keepdim=True)
     assert np.allclose(shown, expected.numpy(), atol=1e-6)
     assert np.allclose(shown.sum(-1), 1.0, atol=1e-5)
+
+
+def test_a_failing_page_shows_one_sentence_and_the_rest_keeps_working():
+    def script() -> None:
+        import streamlit as st
+
+        import ui
+
+        ui.guard(lambda: 1 / 0)
+        st.write("the frame goes on")
+
+    at = AppTest.from_function(script, default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [ui.PAGE_FAILED]
+    assert "ZeroDivisionError" not in ui.PAGE_FAILED and any("goes on" in m.value for m in at.markdown)
