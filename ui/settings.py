@@ -166,6 +166,8 @@ SETTINGS: dict[str, Setting] = {
                      "each row to its own largest weight."),
         Setting("tap", "output", str, TAP_NAMES, label="Tap", widget="selectbox"),
         Setting("overlay", True, bool, label="Overlay live statistics", widget="toggle"),
+        Setting("diff_long", False, bool, label="Difference map", widget="toggle",
+                help="For long sentences the difference map is sent only on request: it adds ~1.5 MB to the page."),
         Setting("compare", "norm", str, tuple(COMPARE_LABELS), label="Compare", widget="segmented", names=COMPARE_LABELS),
         Setting("text_b", SECOND_SENTENCE, str, label="Second sentence", widget="text_area"),
         Setting("word", "it", str, label="Token to follow", widget="text_input"),

@@ -8,6 +8,7 @@ from encoder.viz import figures
 from encoder.viz.teaching import token_attention
 from ui import captions
 
+LONG = 256  # tokens above which the difference map is drawn only on request (page payload <= 3 MB at 512)
 fr, trace = ui.need_trace()
 mode = ui.widget("compare")
 
@@ -43,10 +44,12 @@ def placements() -> None:
     st.plotly_chart(pair, config=figures.png_config(figures.export_name(trace, "post-vs-pre", f"L{layer}", f"H{head}",
                                                                         model=tag)))
     left, right = st.columns(2)
-    diff = figures.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.tokens,
-                                        "Post-LN − Pre-LN (same layer and head)", presentation=fr.present)
-    left.plotly_chart(diff, config=figures.png_config(figures.export_name(trace, "post-minus-pre", f"L{layer}",
-                                                                          f"H{head}", model=tag)))
+    # Past LONG tokens the exact pair above is already ~3 MB; the difference map (another ~1.5 MB) comes on request.
+    if trace.seq_len <= LONG or ui.widget("diff_long", left):
+        diff = figures.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.tokens,
+                                            "Post-LN − Pre-LN (same layer and head)", presentation=fr.present)
+        left.plotly_chart(diff, config=figures.png_config(figures.export_name(trace, "post-minus-pre", f"L{layer}",
+                                                                              f"H{head}", model=tag)))
     right.plotly_chart(figures.residual_norms({names["post"]: post, names["pre"]: pre}, presentation=fr.present),
                        config=figures.png_config(figures.export_name(trace, "residual-post-pre", model=tag)))
     ui.caption("Left: red where Post-LN attends more, blue where Pre-LN does. Right: "

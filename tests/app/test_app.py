@@ -285,3 +285,16 @@ def test_a_failing_page_shows_one_sentence_and_the_rest_keeps_working():
     assert not at.exception
     assert [e.value for e in at.error] == [ui.PAGE_FAILED]
     assert "ZeroDivisionError" not in ui.PAGE_FAILED and any("goes on" in m.value for m in at.markdown)
+
+
+def test_compare_at_512_tokens_stays_under_3_mb_and_the_difference_map_comes_on_request():
+    long = " ".join(f"w{j}" for j in range(600))  # cut at 512 tokens
+    at = start({"text": long})
+    at.switch_page("views/compare.py").run()
+    assert_clean(at)
+    sizes = [len(el.proto.spec) for el in at.get("plotly_chart")]
+    assert sum(sizes) <= 3 * 2**20, sizes
+    titles = [s["layout"]["title"]["text"] for s in plotly_specs(at)]
+    assert not any("−" in t for t in titles), titles
+    at.toggle(key="w:diff_long").set_value(True).run()
+    assert any("Post-LN − Pre-LN" in s["layout"]["title"]["text"] for s in plotly_specs(at))
