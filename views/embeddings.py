@@ -35,8 +35,10 @@ def meaning(kind: str, pool: str) -> str:
 
 def example_buttons() -> None:
     st.markdown("**Example sets** (the first sentence goes into the box above)")
-    cols = st.columns(len(purpose.SENTENCE_SETS))
-    for col, name in zip(cols, purpose.SENTENCE_SETS, strict=True):
+    names = list(purpose.SENTENCE_SETS)
+    per_row = 2 if ui.state.get("present") else len(names)  # projector fonts: four in a row cut the longest name
+    cols = [col for start in range(0, len(names), per_row) for col in st.columns(per_row)]
+    for col, name in zip(cols, names, strict=False):
         col.button(name, on_click=purpose.use_sentence_set, args=(name,), width="stretch",
                    help=purpose.SET_QUESTIONS[name])
 

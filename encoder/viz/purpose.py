@@ -59,10 +59,11 @@ def similarity_heatmap(sim: Tensor | np.ndarray, sentences: list[str], *, title:
     )
     layout = _layout(title, presentation, subtitle, height=160 + 70 * max(len(names), 3))
     axis = dict(type="category", tickfont=dict(size=size - 2))
-    # The rows carry the sentences; the columns only their numbers, so nothing is printed twice at an angle.
-    layout["xaxis"] = dict(axis, constrain="domain", side="top", tickmode="array", tickvals=names,
+    # The rows carry the sentences; the columns only their numbers, so nothing is printed twice at an angle. The map
+    # fills the plot area (cells need not be square), so the colour bar is exactly as tall as the map.
+    layout["xaxis"] = dict(axis, side="top", tickmode="array", tickvals=names,
                            ticktext=[str(i) for i in range(1, len(names) + 1)])
-    layout["yaxis"] = dict(axis, autorange="reversed", scaleanchor="x", constrain="domain")
+    layout["yaxis"] = dict(axis, autorange="reversed")
     return _quick([cell], layout)
 
 
@@ -114,8 +115,9 @@ def trajectories(points: Tensor | np.ndarray, tokens: list[str], highlight: Sequ
     axes = [f"PC{i + 1}" + (f" ({shares[i]:.0%} of the variance)" if shares else "") for i in range(2)]
     title = f"Token trajectories: embeddings and {depth - 1} layers in one 2-D projection"
     layout = _layout(title, presentation, subtitle, height=700)
-    layout["xaxis"] = dict(title=dict(text=axes[0]), zeroline=False)
-    layout["yaxis"] = dict(title=dict(text=axes[1]), zeroline=False, scaleanchor="x", scaleratio=1)
+    ticks = dict(tickfont=dict(size=size - 4)) if presentation else {}  # plotly's default is ~0.7 of the font size
+    layout["xaxis"] = dict(title=dict(text=axes[0]), zeroline=False, **ticks)
+    layout["yaxis"] = dict(title=dict(text=axes[1]), zeroline=False, scaleanchor="x", scaleratio=1, **ticks)
     layout["legend"] = dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=size - 2))
     layout["margin"]["b"] = 90
     return _quick(data, layout)
@@ -202,14 +204,14 @@ def rollout_heatmap(matrix: Tensor, tokens: list[str], layer: int, hide_special:
     top = float(np.nanmax(w)) if w.size and np.isfinite(w).any() else 1.0
     heatmap = dict(type="heatmap", z=w.astype(np.float32), x=cats, y=cats, zmin=0, zmax=max(top, 1e-6),
                    colorscale=_scale(ATTENTION_SCALE), xgap=gap, ygap=gap,
-                   colorbar=dict(title=dict(text="share", side="right"), thickness=18),
+                   colorbar=dict(title=dict(text="share", side="right"), thickness=18, len=1),
                    hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>")
     note = "" if len(pos) == len(tokens) else " ([CLS]/[SEP] hidden)"
     layout = _layout(f"Attention rollout through layers 0–{layer}{note}", presentation, subtitle, height=720)
     axis = _token_axis(cats, tokens, pos, presentation)
-    layout["xaxis"] = dict(title=dict(text="input token"), tickangle=-45, constrain="domain", **axis)
-    layout["yaxis"] = dict(title=dict(text=f"position after layer {layer}"), autorange="reversed", scaleanchor="x",
-                           constrain="domain", **axis)
+    # The map fills the plot area (as figures.attention_heatmap), so the colour bar is exactly as tall as the map.
+    layout["xaxis"] = dict(title=dict(text="input token"), tickangle=-45, **axis)
+    layout["yaxis"] = dict(title=dict(text=f"position after layer {layer}"), autorange="reversed", **axis)
     layout["margin"] |= _heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
                                          layout["font"]["size"])
     return _quick([heatmap], layout)
