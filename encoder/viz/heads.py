@@ -97,6 +97,9 @@ def _panel(n: int, x: tuple[float, float], y: tuple[float, float], title: str, s
 
 def _figure(data: list[dict], panels: list[dict], title: str, subtitle: str, height: int, presentation: bool) -> go.Figure:
     layout = _layout(title, presentation, subtitle, height)
+    # Not capped at the projector height like a page's main figure: these sit below the head view, are scrolled to,
+    # and need a text-sized row per token (squeezed, their numbers overprint).
+    layout["height"] = height
     layout["margin"] = dict(l=10, r=10, t=130, b=30)
     notes = []
     for p in panels:
@@ -150,7 +153,7 @@ def scores_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
         _panel(5, x[3], body, f"softmax<br>= row {i} of A", size),
     ]
     sub = (f"Layer {steps.layer}, head {steps.head}. Each key's score is q_i·k_j; dividing by √d_k keeps the "
-           "softmax from saturating; the softmax turns the scores into weights that sum to 1.")
+           "softmax from saturating;<br>the softmax turns the scores into weights that sum to 1.")
     return _figure(data, panels, f"How “{tok}” decides where to look", sub, height, presentation)
 
 
