@@ -13,6 +13,7 @@ import streamlit as st  # noqa: E402
 
 import ui  # noqa: E402
 from encoder.tokenizer import INSTALL_HINT  # noqa: E402
+from encoder.viz.diagram import printable  # noqa: E402
 from ui import settings, state  # noqa: E402
 from ui.settings import CUSTOM, PRETRAINED  # noqa: E402
 
@@ -68,16 +69,18 @@ with st.sidebar:
 # empty band above the title shrinks. Captions are left out by ui.caption(); notes that must stay use st.caption.
 st.set_page_config(initial_sidebar_state="collapsed" if values["present"] else "auto")
 if values["present"]:
-    # Static CSS only; no user text goes into it.
-    st.html("<style>html {font-size: 18.4px;} [data-testid='stMainBlockContainer'] {padding-top: 4.5rem;}</style>")
+    # Static CSS only; no user text goes into it. The frame is compact so each page's main figure fits the screen at
+    # first load: the band under Streamlit's 60 px header, the title and the gaps between blocks shrink.
+    st.html("<style>html {font-size: 18.4px;} [data-testid='stMainBlockContainer'] {padding-top: 76px; "
+            "padding-bottom: 1rem;} [data-testid='stMainBlockContainer'] h1 {font-size: 2rem; padding: 0;} "
+            "[data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] {gap: 0.5rem;}</style>")
 
 for problem in url_problems:
     st.warning(ui.literal(problem), icon=":material/link_off:")
 
-if values["present"]:  # the sidebar is folded away: a way out of presentation mode stays on screen
-    title, leave = st.columns([3, 1], vertical_alignment="center")
-    title.title("Encoder Explorer")
-    leave.button("Leave presentation", icon=":material/close_fullscreen:", on_click=state.put, args=("present", False))
+if values["present"]:  # one row: the title, the sentence box folded into a popover, and a way out (no sidebar)
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.title("Encoder Explorer", width="content")
 else:
     st.title("Encoder Explorer")
 
@@ -89,11 +92,24 @@ def use_example() -> None:
     st.session_state["example"] = None
 
 
-left, right = st.columns([3, 1], vertical_alignment="bottom")
-ui.widget("text", left, height=80)
-right.selectbox("Examples", list(settings.EXAMPLES), index=None, placeholder="Try an example…", key="example",
-                on_change=use_example)
+def sentence_label(text: str, words: int = 4) -> str:
+    """The folded sentence box's label: the sentence's first words, as plain text (Markdown escaped)."""
+    first = text.split()
+    shown = printable(" ".join(first[:words]), 26) + (" …" if len(first) > words else "")
+    return ui.literal(shown) if first else "Type a sentence"
 
+
+# Presentation mode folds the sentence box and the examples into a popover labelled with the sentence's first words
+# (the key keeps it open while its label follows the text); "Leave presentation" ends the row.
+if values["present"]:
+    text_at = examples_at = row.popover(sentence_label(values["text"]), icon=":material/edit_note:",
+                                        width="stretch", key="sentence_box")
+    row.button("Leave presentation", icon=":material/close_fullscreen:", on_click=state.put, args=("present", False))
+else:
+    text_at, examples_at = st.columns([3, 1], vertical_alignment="bottom")
+ui.widget("text", text_at, height=80)
+examples_at.selectbox("Examples", list(settings.EXAMPLES), index=None, placeholder="Try an example…", key="example",
+                      on_change=use_example)
 
 
 def show_frame() -> None:

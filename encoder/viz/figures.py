@@ -33,7 +33,11 @@ FONT = "Helvetica, Arial, sans-serif"
 MAX_CELLS = 512  # rows or columns of a heatmap beyond which values are block-averaged
 # Presentation mode: every figure fits a 1280x720 or 1024x768 projector whole, below Streamlit's 60 px header, and no
 # label is smaller than 14 px (the back row of a lecture room reads 14 px on a 2 m wide screen).
-PRESENT_HEIGHT = 600
+# The compact presentation frame (app.py) plus a page's own controls leave ~430 px below them at 1280x720, so a figure
+# at most PRESENT_HEIGHT tall is whole on screen at first load; a diagram scales to at most DIAGRAM_HEIGHT (its pages
+# have fewer controls above it).
+PRESENT_HEIGHT = 420
+DIAGRAM_HEIGHT = 480
 MIN_PRESENT_FONT = 14
 SCALES = ("fixed", "auto", "row")  # attention colour scales: 0 to 1, 0 to this map's largest weight, per row
 PRETRAINED_TAG = "all-MiniLM-L6-v2"
@@ -128,7 +132,7 @@ def _quick(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure(data=data, layout=layout, _validate=False)
 
 
-def diagram_width(svg: bytes, max_height: int = PRESENT_HEIGHT - 40) -> int | None:
+def diagram_width(svg: bytes, max_height: int = DIAGRAM_HEIGHT) -> int | None:
     """The width (px) at which Streamlit draws a Graphviz diagram at most max_height tall (it scales the drawing to
     the width); None when it is short enough already, or when the SVG has no size.
 

@@ -118,8 +118,11 @@ def trajectories(points: Tensor | np.ndarray, tokens: list[str], highlight: Sequ
     ticks = dict(tickfont=dict(size=size - 4)) if presentation else {}  # plotly's default is ~0.7 of the font size
     layout["xaxis"] = dict(title=dict(text=axes[0]), zeroline=False, **ticks)
     layout["yaxis"] = dict(title=dict(text=axes[1]), zeroline=False, scaleanchor="x", scaleratio=1, **ticks)
-    layout["legend"] = dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=size - 2))
-    layout["margin"]["b"] = 90
+    if presentation:  # a short figure: a legend below the plot would overprint the x-axis title, so it goes beside
+        layout["legend"] = dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02, font=dict(size=size - 2))
+    else:
+        layout["legend"] = dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=size - 2))
+        layout["margin"]["b"] = 90
     return _quick(data, layout)
 
 

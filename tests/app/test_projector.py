@@ -1,9 +1,10 @@
 """Presentation mode on a classroom projector: every page at 1280x720 and 1024x768 in Chromium.
 
 For each page: the sidebar is folded away and the way out of presentation mode stays on screen; the page's main
-figure (its first chart or diagram) fits the screen below Streamlit's header once scrolled to the top, and fits
-its width; no widget label or button text is cut off (scrollWidth > clientWidth); every colour bar is no taller
-than the heatmaps it belongs to; chart tick labels are at least 14 px; and no stray "None" is printed.
+figure (its first chart or diagram) lies whole on screen below Streamlit's header at first load, without a scroll
+(on the few pages in SCROLLED: once scrolled to its top), and fits its width; no widget label or button text is
+cut off (scrollWidth > clientWidth); every colour bar is no taller than the heatmaps it belongs to; chart tick
+labels are at least 14 px; and no stray "None" is printed.
 """
 
 from __future__ import annotations
@@ -41,13 +42,17 @@ DRAWN_JS = """([ready]) => document.querySelector(ready)
   && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('svg.main-svg'))
   && [...document.querySelectorAll('[data-testid="stGraphVizChart"]')].every(c => c.querySelector('svg'))"""
 
-# Scroll the main figure's top just below the header; report its box, the header's and the viewport's.
-FIT_JS = """(sel) => {
+# Pages whose own controls and tables above the main figure still push it below a 720 px screen at first load: for
+# these the figure has to fit once scrolled to its top. Every other page shows its main figure whole without a scroll.
+SCROLLED = {"inside-a-head", "side-by-side", "embeddings", "knockout"}
+
+# The main figure's box, the header's and the viewport's; with scroll=true, after scrolling its top below the header.
+FIT_JS = """([sel, scroll]) => {
   const fig = document.querySelector(sel);
   if (!fig) return null;
   const main = document.querySelector('[data-testid="stMain"]');
   const header = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
-  main.scrollTop += fig.getBoundingClientRect().top - header;
+  if (scroll) main.scrollTop += fig.getBoundingClientRect().top - header;
   const b = fig.getBoundingClientRect();
   return {top: b.top, bottom: b.bottom, left: b.left, right: b.right, height: b.height, header,
           vw: window.innerWidth, vh: window.innerHeight};
@@ -137,7 +142,22 @@ def test_every_page_fits_the_projector(projector, app, path):
     if not page.locator(FIGURE).count():
         assert path == "check", f"{where}: no chart or diagram on the page"  # the quiz has questions, no figure
         return
-    box = page.evaluate(FIT_JS, FIGURE)
+    scroll = path in SCROLLED
+    box = page.evaluate(FIT_JS, [FIGURE, scroll])
     assert box["height"] <= box["vh"] - box["header"], f"{where}: the main figure is taller than the screen: {box}"
-    assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, f"{where}: figure off screen: {box}"
+    assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, (
+        f"{where}: figure off screen{' once scrolled to' if scroll else ' at first load'}: {box}")
     assert box["left"] >= 0 and box["right"] <= box["vw"], f"{where}: figure wider than the screen: {box}"
+
+
+def test_the_folded_sentence_box_shows_user_text_as_typed(projector, app):
+    """Presentation mode folds the sentence box into a popover labelled with the sentence's first words: Markdown
+    and HTML in them stay text."""
+    page, text = projector, "**a** _b_ <i>c</i> [d](e) and more words"
+    page.goto(app.link("/", {"present": "true", "text": text}))
+    settle(page, timeout=LOAD_MS)
+    button = page.locator(f'{MAIN} [data-testid="stPopover"] button').first
+    assert "**a** _b_ <i>c</i> [d](e) …" in button.inner_text()
+    assert not button.locator("strong, em, i, a").count(), "user text in the label became markup"
+    button.click()
+    assert page.get_by_label("Sentence").input_value() == text
