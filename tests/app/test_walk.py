@@ -1,0 +1,438 @@
+"""Issue 10 in Chromium: any sequence of clicks across pages keeps the app working and the URL equal to the view.
+
+- A seeded random walk uses one visible control (or opens another page) per step, checks after every step that
+  nothing broke and that the URL holds every setting on screen, and at the end reopens the URL in a fresh tab.
+- Every control, then every page: each page's controls are set to other values, every other page is visited, and
+  the settings are still there when we come back.
+- The original crash: a control, then another page, then a reload.
+- Long links: the longest sentence the Sentence box takes reopens from its URL, twice.
+
+Helpers (reading widgets, acting, waiting, comparing the screen with the URL) are in tests/app/walk.py.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from tests.app.server import launch, streamlit_server
+from tests.app.walk import (
+    LOAD_S,
+    PAGES,
+    SERVER_ENV,
+    SMALL,
+    VIEWPORT,
+    ServerLog,
+    Tab,
+    Widget,
+    describe,
+    eventually_consistent,
+    option_index,
+    slider_index,
+)
+from ui import settings
+from ui.settings import SETTINGS
+
+pytestmark = pytest.mark.browser
+
+TITLES = sorted(PAGES.values())
+SKIPPED_BUTTONS = {"Train the three models"}  # trains for ~30 s; tests/app/test_browser.py opens that page
+SENTENCES = ["The cat sat on the mat.", "<b>x</b>", "🙂 émigré", "[MASK]", "Paris is the capital of [MASK].",
+             "It was too wide, so it stayed.", "**bold** _it_ `code` [a](javascript:alert(1))", "   "]
+SECOND_SENTENCES = ["The animal was too wide.", "The street was too tired.", "🙂 it 🙂", "[MASK] it [SEP]"]
+WORDS = ["it", "the", "animal", "[MASK]", "🙂", "<b>"]
+# Where the walk may move the custom model's knobs: small models stay fast on 2 cores, and 3 heads on a 32-, 64- or
+# 128-wide model is an impossible config the app must explain, not crash on.
+KNOB_TARGETS = {"d_model": (32, 64, 96, 128), "num_heads": (1, 2, 3, 4, 8, 16), "d_ff": (64, 128, 256),
+                "num_layers": (1, 2, 3)}
+# (seed, start page, start URL settings): at least 150 steps in all.
+WALKS = [(1, "/", SMALL), (2, "/", {}), (3, "/side-by-side", SMALL | {"norm": "pre", "text": "The cat sat."})]
+STEPS = 50
+
+
+# ------------------------------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def app() -> Iterator[tuple[str, ServerLog]]:
+    with streamlit_server(env=SERVER_ENV) as (url, proc):
+        yield url, ServerLog(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as pw:
+        browser = launch(pw)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def tabs(browser, app) -> Iterator:
+    """A factory of tabs, each in a fresh browser context (a fresh session); all closed afterwards."""
+    url, log = app
+    contexts = []
+
+    def new_tab() -> Tab:
+        contexts.append(browser.new_context(viewport=VIEWPORT))
+        return Tab(contexts[-1], url, log)
+
+    yield new_tab
+    for context in contexts:
+        context.close()
+
+
+def assert_consistent(tab: Tab, since: int, context: str) -> None:
+    problems = eventually_consistent(tab, since)
+    assert not problems, f"{context}\n" + "\n".join(problems) + f"\n{describe(tab)}"
+
+
+# --------------------------------------------------------------------------------------- the random walk
+def controls(tab: Tab) -> list[tuple[str, Widget | str]]:
+    """The controls a person could use now, sorted so that a seed replays the same walk: (id, widget or label)."""
+    found: list[tuple[str, Widget | str]] = []
+    for w in tab.widgets():
+        if not w.disabled and (w.setting is not None or w.key == "example"):
+            found.append((f"{w.kind}:{w.key}", w))
+    for b in tab.shown()["buttons"]:
+        if not b["disabled"] and b["label"] not in SKIPPED_BUTTONS:
+            found.append((f"button:{b['label']}", b["label"]))
+    return sorted(found, key=lambda c: c[0])
+
+
+def other(rng: random.Random, options: list, current) -> object:
+    choices = [o for o in options if o != current]
+    return rng.choice(choices) if choices else current
+
+
+def use(tab: Tab, rng: random.Random, control: Widget | str) -> str:
+    """Use one control the way a person would, with choices drawn from rng; return what was done (for the log)."""
+    if isinstance(control, str):
+        size = tab.press_button(control)
+        assert size is None or size > 0, f"the {control!r} download was empty"
+        return f"press {control!r}" + (f" (download {size} bytes)" if size is not None else "")
+    w, key = control, control.setting
+    if w.kind == "stRadio":
+        option = other(rng, w.options, w.value)
+        tab.pick_radio(w.key, option)
+        return f"radio {w.key} -> {option!r}"
+    if w.kind == "stCheckbox":
+        tab.click_toggle(w.key)
+        return f"toggle {w.key} (was {w.value})"
+    if w.kind == "stButtonGroup":
+        option = other(rng, w.options, w.value)
+        tab.pick_segment(w.key, option)
+        return f"segment {w.key} -> {option!r}"
+    if w.kind == "stSelectbox":
+        option = other(rng, tab.open_select(w.key), w.value)
+        tab.pick_select(w.key, option)
+        return f"select {w.key} -> {option!r}"
+    if w.kind == "stSlider":
+        presses = slider_presses(rng, w)
+        tab.slide(w.key, presses)
+        return f"slide {w.key} {presses:+d} (from {w.value})"
+    if w.kind == "stNumberInput":
+        value = other(rng, [0, 1, 7, rng.randrange(2, 10_000), settings.MAX_SEED], int(w.value or 0))
+        tab.type_number(w.key, value)
+        return f"number {w.key} = {value}"
+    if w.kind in ("stTextArea", "stTextInput"):
+        pool = {"text": SENTENCES, "text_b": SECOND_SENTENCES}.get(key, WORDS)
+        text = other(rng, pool, w.value)
+        tab.type_text(w.key, text)
+        return f"type {w.key} = {text!r}"
+    raise AssertionError(f"the walk does not know how to use {w}")
+
+
+def slider_presses(rng: random.Random, w: Widget) -> int:
+    """Arrow presses that move a slider: a custom knob to one of KNOB_TARGETS, any other slider by 1-3 steps."""
+    lo, hi, at = slider_index(w)
+    key = w.setting
+    if key in KNOB_TARGETS:
+        setting = SETTINGS[key]
+        now = int(w.value) if setting.options is None else SETTINGS[key].options[option_index(key, w.value)]
+        target = other(rng, list(KNOB_TARGETS[key]), now)
+        to = target if setting.options is None else setting.options.index(target)
+        return to - at
+    presses = rng.choice([-3, -2, -1, 1, 2, 3])
+    if not lo <= at + presses <= hi:
+        presses = -presses
+    return presses
+
+
+def walk(tab: Tab, seed: int, steps: int, log: list[str]) -> None:
+    rng = random.Random(seed)
+    for n in range(steps):
+        since = len(tab.log.lines)
+        here = tab.path()
+        usable = controls(tab)
+        started = time.monotonic()
+        if not usable or rng.random() < 0.25:
+            title = other(rng, TITLES, PAGES[here])
+            log.append(f"{n:3d} {here}: open {title!r}")
+            tab.nav(title)
+        else:
+            name, control = rng.choice(usable)
+            log.append(f"{n:3d} {here}: {name}")
+            log[-1] = f"{n:3d} {here}: {use(tab, rng, control)}"
+        log[-1] += f" [{time.monotonic() - started:.1f} s]"
+        assert_consistent(tab, since, walk_report(seed, log))
+
+
+def walk_report(seed: int, log: list[str]) -> str:
+    return f"random walk, seed {seed}, after step {len(log) - 1}; replay with the same seed. Steps:\n" + "\n".join(log)
+
+
+@pytest.mark.parametrize(("seed", "path", "params"), WALKS, ids=[f"seed{w[0]}" for w in WALKS])
+def test_random_walk_keeps_the_url_equal_to_the_view(tabs, seed, path, params):
+    tab, log = tabs(), [f"start {path}?{params}"]
+    since = len(tab.log.lines)
+    tab.goto(path, params)
+    assert_consistent(tab, since, walk_report(seed, log))
+    started = time.monotonic()
+    try:
+        walk(tab, seed, STEPS, log)
+    except AssertionError:
+        raise
+    except Exception as err:  # a Playwright timeout or a vanished element: still print the replay information
+        raise AssertionError(f"{type(err).__name__}: {err}\n{walk_report(seed, log)}\n{describe(tab)}") from err
+    seen = tab.signature()
+    fresh, since = tabs(), len(tab.log.lines)
+    fresh.page.goto(tab.page.url)
+    fresh.settle(timeout=LOAD_S)
+    assert_consistent(fresh, since, f"the final URL in a fresh tab\n{walk_report(seed, log)}")
+    deadline = time.monotonic() + 5  # a widget may be redrawn once more just after the page settled
+    while fresh.signature() != seen and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert fresh.signature() == seen, (f"the final URL reopens a different view\n{walk_report(seed, log)}\n"
+                                       f"walk: {seen}\nfresh tab: {fresh.signature()}")
+    print(f"\nseed {seed}: {STEPS} steps in {time.monotonic() - started:.0f} s\n" + "\n".join(log))
+
+
+# ------------------------------------------------------------------------------ every control, then every page
+LAST = ("view", "compare")  # changed last on their page: they swap the page's other controls for new ones
+TARGETS = {"head": "5", "tap": "ffn_hidden", "view": settings.VIEW_LABELS["layer"],
+           "compare": settings.COMPARE_LABELS["sentences"], "text_b": "The animal was too wide.", "word": "animal"}
+NOT_HERE = {"Start again"} | SKIPPED_BUTTONS  # Start again clears the answers this test has just given
+
+
+def change(tab: Tab, w: Widget) -> str:
+    """Move one widget to another value (TARGETS, or the next option), deterministically."""
+    key, target = w.setting, TARGETS.get(w.setting)
+    target = None if target == w.value else target  # already there (Head 5 from Attention): take another
+    if w.kind == "stRadio":
+        tab.pick_radio(w.key, target or next(o for o in w.options if o != w.value))
+    elif w.kind == "stButtonGroup":
+        tab.pick_segment(w.key, target or next(o for o in w.options if o != w.value))
+    elif w.kind == "stCheckbox":
+        tab.click_toggle(w.key)
+    elif w.kind == "stSelectbox":
+        options = tab.open_select(w.key)
+        tab.pick_select(w.key, target or (options[-1] if options[-1] != w.value else options[0]))
+    elif w.kind == "stSlider":
+        lo, hi, at = slider_index(w)
+        tab.slide(w.key, 1 if at < hi else -1)
+    elif w.kind == "stNumberInput":
+        tab.type_number(w.key, int(w.value) + 1)
+    elif w.kind in ("stTextArea", "stTextInput"):
+        tab.type_text(w.key, target or f"{w.value} and more")
+    else:
+        raise AssertionError(f"no way to change {w}")
+    return f"{key}: {w.value!r} -> changed"
+
+
+def change_page_controls(tab: Tab, log: list[str]) -> None:
+    """Change every setting widget of the page's main area (not the sentence) and press every button once."""
+    done: set[str] = set()
+    while True:
+        todo = [w for w in tab.widgets() if w.setting not in (None, "text") and not w.sidebar and not w.disabled
+                and w.setting not in done]
+        if not todo:
+            break
+        w = min(todo, key=lambda w: w.setting in LAST)  # the first in page order, LAST ones at the end
+        since = len(tab.log.lines)
+        before = tab.url_values()
+        log.append(f"{PAGES[tab.path()]}: {change(tab, w)}")
+        assert_consistent(tab, since, "\n".join(log))
+        after = tab.url_values()
+        assert after != before, f"{w.key} changed no setting: {after}\n" + "\n".join(log)
+        done.add(w.setting)
+    for button in tab.shown()["buttons"]:
+        if not button["disabled"] and button["label"] not in NOT_HERE:
+            since = len(tab.log.lines)
+            size = tab.press_button(button["label"])
+            log.append(f"{PAGES[tab.path()]}: press {button['label']!r}")
+            assert size is None or size > 0, f"{button['label']!r} gave an empty file"
+            assert_consistent(tab, since, "\n".join(log))
+
+
+def tour(tab: Tab, log: list[str], expect: dict[str, set[str]]) -> None:
+    """Visit every page: none changes a setting it does not draw, each shows the URL's values and still draws the
+    `expect`ed ones."""
+    values = tab.url_values()
+    for path, title in PAGES.items():
+        since = len(tab.log.lines)
+        tab.nav(title)
+        log.append(f"open {title!r}")
+        assert_consistent(tab, since, "\n".join(log))
+        drawn = {w.setting for w in tab.widgets()}
+        now = tab.url_values()
+        # A page may only move a setting its own widget cannot show into range (query 15 of a 9-token sentence -> 8).
+        moved = {k: (values[k], now[k]) for k in values if now[k] != values[k] and k not in drawn}
+        assert not moved, f"opening {title!r} changed settings it does not draw: {moved}\n" + "\n".join(log)
+        values = now
+        missing = expect.get(path, set()) - drawn
+        assert not missing, f"{title} no longer draws {missing}\n" + "\n".join(log)
+
+
+def test_every_control_then_every_page(tabs):
+    """Each page's controls are changed, then every other page is visited before the test comes back to it: the
+    pages after it while their own controls are changed, then all of them in a final tour."""
+    tab, log, expect = tabs(), [], {}
+    since = len(tab.log.lines)
+    tab.goto("/")
+    assert_consistent(tab, since, "first load")
+    for path, title in PAGES.items():
+        tab.nav(title)
+        log.append(f"open {title!r}")
+        change_page_controls(tab, log)
+        expect[path] = {w.setting for w in tab.widgets() if w.setting and not w.sidebar and w.setting != "text"}
+    tour(tab, log, expect)
+    tab.nav("Attention")
+    tab.pick_segment("w-view", settings.VIEW_LABELS["head"])  # the View hid Head and Average; they are still set
+    assert_consistent(tab, since, "\n".join(log))
+    assert {"head", "avg"} <= {w.setting for w in tab.widgets()}, "\n".join(log)
+    # The sidebar, once: presentation and training mode, the custom model, an impossible config, and back.
+    page_settings = tab.url_values()
+    for key in ("present", "train"):
+        tab.click_toggle(f"w-{key}")
+        log.append(f"toggle {key}")
+    tab.pick_radio("w-model", settings.CUSTOM_LABEL)
+    log.append("model -> custom")
+    assert_consistent(tab, since, "\n".join(log))
+    heads = next(w for w in tab.widgets() if w.setting == "num_heads")
+    # 512 wide with 12 heads: one press from 8, so no valid head count on the way moves Head into its range.
+    tab.slide("w-num_heads", settings.HEAD_OPTIONS.index(12) - slider_index(heads)[2])
+    log.append("num_heads -> 12")
+    assert tab.url_values()["num_heads"] == 12
+    tour(tab, log, {})  # every page shows the config's message, no exception (checked by assert_consistent)
+    tab.pick_radio("w-model", settings.PRETRAINED_LABEL)
+    log.append("model -> pretrained")
+    assert_consistent(tab, since, "\n".join(log))
+    now, sidebar = tab.url_values(), ("model", "present", "train", "num_heads")
+    assert now["present"] and now["train"] and now["num_heads"] == 12, now  # the custom knobs are kept, not drawn
+    kept = {k: v for k, v in now.items() if k not in sidebar}
+    assert kept == {k: v for k, v in page_settings.items() if k not in sidebar}, "\n".join(log)
+
+
+# ------------------------------------------------------------------------------ the original crash (issue 10)
+def test_head_then_another_page_then_reload(tabs):
+    """Choose Head 5, open another page, reload: no error, the same page, and Head 5 back on Attention."""
+    tab, log = tabs(), ["open /", "head -> 5", "open Activations", "reload", "open Attention"]
+    since = len(tab.log.lines)
+    tab.goto("/")
+    tab.open_select("w-head")
+    tab.pick_select("w-head", "5")
+    assert tab.url_values()["head"] == 5
+    tab.nav("Activations")
+    assert_consistent(tab, since, "\n".join(log))
+    assert tab.url_values()["head"] == 5, "the URL lost the head on another page"
+    tab.reload()
+    assert tab.path() == "/statistics", f"the reload opened {tab.path()}"
+    assert_consistent(tab, since, "\n".join(log))
+    tab.nav("Attention")
+    assert_consistent(tab, since, "\n".join(log))
+    assert {w.setting: w.value for w in tab.widgets()}["head"] == "5"
+
+
+def test_view_layer_and_download_then_another_page(tabs):
+    """The other ways in: All heads of a layer, the Layer slider, Download CSV, each followed by another page."""
+    tab, log = tabs(), ["open /"]
+    since = len(tab.log.lines)
+    tab.goto("/")
+    steps = [
+        ("view -> All heads of a layer", lambda: tab.pick_segment("w-view", settings.VIEW_LABELS["layer"]), "Data flow"),
+        ("layer +1", lambda: tab.slide("w-layer", 1), "Activations"),
+        ("view -> One head", lambda: tab.pick_segment("w-view", settings.VIEW_LABELS["head"]), "Compare"),
+        ("Download CSV", lambda: tab.press_button("Download CSV"), "Step through a layer"),
+    ]
+    for action, act, elsewhere in steps:
+        act()
+        log.append(action)
+        values = tab.url_values()
+        tab.nav(elsewhere)
+        log.append(f"open {elsewhere!r}")
+        assert_consistent(tab, since, "\n".join(log))
+        tab.reload()
+        log.append("reload")
+        assert_consistent(tab, since, "\n".join(log))
+        assert tab.url_values() == values, f"the settings changed: {values} -> {tab.url_values()}\n" + "\n".join(log)
+        tab.nav("Attention")
+        log.append("open 'Attention'")
+        assert_consistent(tab, since, "\n".join(log))
+    values = tab.url_values()
+    assert values["layer"] == settings.SETTINGS["layer"].default + 1 and values["view"] == "head", values
+
+
+# ------------------------------------------------------------------------------------------------ long links
+def units(text: str) -> int:
+    """Length in UTF-16 code units: what the browser's Sentence box counts against its max_chars."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def longest_sentence(seed: int) -> str:
+    """MAX_TEXT_CHARS UTF-16 code units of the worst cases for a link: random 4-byte emoji and CJK, and letters
+    with random combining marks, so that neither percent-encoding nor deflate makes it short."""
+    rng, parts = random.Random(seed), ["A"]
+    while units("".join(parts)) < settings.MAX_TEXT_CHARS - 3:
+        kind = rng.random()
+        if kind < 0.4:
+            parts.append(chr(rng.randrange(0x1F300, 0x1F650)))  # emoji: 4 bytes, 2 UTF-16 units
+        elif kind < 0.7:
+            parts.append(chr(rng.randrange(0x20000, 0x2A6E0)))  # CJK extension B: 4 bytes, 2 UTF-16 units
+        elif kind < 0.95:
+            parts.append(rng.choice("aeiouxyz") + chr(rng.randrange(0x300, 0x370)))  # letter + combining mark
+        else:
+            parts.append(" ")
+    text = "".join(parts)
+    return text + "z" * (settings.MAX_TEXT_CHARS - units(text))
+
+
+def heatmap_drawn(tab: Tab) -> bool:
+    return tab.page.locator('[data-testid="stPlotlyChart"] .heatmaplayer image').count() == 1
+
+
+def test_longest_sentence_link_reopens_twice(tabs):
+    text = longest_sentence(10)
+    assert units(text) == settings.MAX_TEXT_CHARS
+    tab = tabs()
+    since = len(tab.log.lines)
+    tab.goto("/", SMALL)
+    tab.type_text("w-text", text)
+    assert_consistent(tab, since, "typing the longest sentence")
+    assert tab.url_values()["text"] == text, "the URL does not hold the sentence typed"
+    assert heatmap_drawn(tab), describe(tab)
+    link = tab.page.url
+    for visit in (1, 2):  # a link of combining marks used to fail on every visit after the first
+        fresh = tabs()
+        fresh.page.goto(link)
+        fresh.settle(timeout=LOAD_S)
+        assert_consistent(fresh, since, f"visit {visit} of a {len(link):,}-character link")
+        box = fresh.container("w-text").locator("textarea")
+        expect(box).to_have_value(text, timeout=10_000)  # a 5,000-character box takes the browser a moment to lay out
+        assert heatmap_drawn(fresh), f"visit {visit}: no heatmap\n{describe(fresh)}"
+    print(f"\nlongest sentence: {len(text):,} code points, a {len(link):,}-character link")
+
+
+def test_fast_arrow_presses_on_a_slider_land_where_they_should(tabs):
+    """Six quick presses of the left arrow on d_ff from 2048 must reach 256, on screen and in the URL."""
+    tab = tabs()
+    since = len(tab.log.lines)
+    tab.goto("/walkthrough", {"model": "custom", "text": "It was too wide, so it stayed."})
+    start = settings.D_FF_OPTIONS.index(2048)
+    tab.slide("w-d_ff", -6, wait_each=False)
+    assert_consistent(tab, since, "d_ff: six quick presses of the left arrow from 2048")
+    shown = {w.setting: w.value for w in tab.widgets()}["d_ff"]
+    want = settings.D_FF_OPTIONS[start - 6]
+    assert (shown, tab.url_values()["d_ff"]) == (str(want), want), f"six presses from 2048 ended on {shown}, not {want}"

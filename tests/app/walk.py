@@ -1,0 +1,475 @@
+"""Drive the app the way a person does, for tests/app/test_walk.py.
+
+Read what every widget shows, use one control, wait until the app has settled, and compare the screen with the
+URL: every widget drawn from ui.settings.SETTINGS has the Streamlit key "w:<setting>", which Streamlit 1.67 puts
+on its container as the class `st-key-w-<setting>`; the value it shows must be `Setting.show` of the value the
+URL holds (or of the default when the URL leaves it out).
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from playwright.sync_api import Page
+
+from tests.app.server import READY, ROOT
+from ui import quiz, settings
+from ui.settings import SETTINGS
+
+# Plain-text tracebacks in the server log, and no hot reload while other people save files.
+SERVER_ENV = {"STREAMLIT_LOGGER_ENABLE_RICH": "false", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
+VIEWPORT = {"width": 1440, "height": 1300}
+LOAD_S = 120  # a page that builds a model or computes on open, on 2 busy cores
+STEP_S = 60  # one interaction
+QUIET_S = 0.3  # the app counts as settled after this long with no script run and no websocket traffic
+NO_RUN_S = 1.0  # an action that starts no script run within this long started none
+
+
+
+def app_pages() -> dict[str, str]:
+    """url path -> page title, read from app.py's st.Page(...) calls (the default page is served at "/")."""
+    pages = {}
+    for node in ast.walk(ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
+            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
+            pages["/" if kw.get("default") else "/" + kw["url_path"]] = kw["title"]
+    return pages
+
+
+PAGES = app_pages()
+PATH_ALIASES = {"/" + p: "/" for p in ("heatmaps",)}  # the default page's own path
+SMALL = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2"}
+BROKEN = ("This view ran into a problem", "This app has encountered an error")
+MODEL_NAMES = {settings.PRETRAINED: settings.PRETRAINED_LABEL, settings.CUSTOM: settings.CUSTOM_LABEL}
+QUIZ = {q.id: q for q in quiz.QUESTIONS}
+
+# Counts the script runs the page has seen (data-test-script-state turning "running") and when the state last moved.
+OBSERVER_JS = """(() => {
+  window.__walk = {runs: 0, changed: performance.now()};
+  new MutationObserver(records => {
+    for (const r of records) {
+      window.__walk.changed = performance.now();
+      if (r.target.getAttribute('data-test-script-state') === 'running') window.__walk.runs += 1;
+    }
+  }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});
+})();"""
+
+STATUS_JS = f"""() => ({{
+  ready: !!document.querySelector('{READY}') && !!document.querySelector('[data-testid="stMain"] h1'),
+  runs: window.__walk ? window.__walk.runs : 0,
+  quietMs: window.__walk ? performance.now() - window.__walk.changed : 0,
+}})"""
+
+# Every keyed widget that is drawn (not necessarily on screen: a folded sidebar still holds its widgets), and what
+# it shows: the selected option's text, the thumb's text, the box's value, "True"/"False" for a checkbox or toggle.
+WIDGETS_JS = """() => {
+  const text = e => (e ? e.innerText : '').trim();
+  const out = [];
+  for (const box of document.querySelectorAll('[data-testid="stElementContainer"][class*="st-key-"]')) {
+    const key = [...box.classList].find(c => c.startsWith('st-key-')).slice('st-key-'.length);
+    const w = box.querySelector('[data-testid]');
+    const r = box.getBoundingClientRect();
+    if (!w || r.width === 0 || r.height === 0 || !box.checkVisibility()) continue;
+    const kind = w.getAttribute('data-testid');
+    let value = null, options = [], disabled = false;
+    if (kind === 'stRadio') {
+      const opts = [...w.querySelectorAll('[data-testid="stRadioOption"]')];
+      options = opts.map(o => text(o.querySelector('[data-testid="stMarkdownContainer"]')));
+      const on = opts.find(o => o.querySelector('input').checked);
+      value = on ? text(on.querySelector('[data-testid="stMarkdownContainer"]')) : null;
+      disabled = opts.every(o => o.querySelector('input').disabled);
+    } else if (kind === 'stCheckbox') {
+      const input = w.querySelector('input');
+      value = input.checked ? 'True' : 'False';
+      disabled = input.disabled;
+    } else if (kind === 'stSelectbox') {
+      const input = w.querySelector('input');
+      value = input.value;
+      disabled = input.disabled;
+    } else if (kind === 'stSlider') {
+      value = text(w.querySelector('[data-testid="stSliderThumbValue"]'));
+      const input = w.querySelector('input[type="range"]');
+      options = [input.min, input.max, input.value];
+      disabled = input.disabled;
+    } else if (kind === 'stButtonGroup') {
+      const buttons = [...w.querySelectorAll('button[role="radio"]')];  // not the help button
+      options = buttons.map(b => text(b));
+      value = text(buttons.find(b => b.getAttribute('aria-checked') === 'true')) || null;
+      disabled = buttons.every(b => b.disabled);
+    } else if (kind === 'stNumberInput' || kind === 'stTextInput') {
+      const input = w.querySelector('input');
+      value = input.value;
+      disabled = input.disabled;
+    } else if (kind === 'stTextArea') {
+      const area = w.querySelector('textarea');
+      value = area.value;
+      disabled = area.disabled;
+    } else continue;
+    out.push({key, kind, value, options, disabled, label: text(box.querySelector('[data-testid="stWidgetLabel"]')),
+              sidebar: !!box.closest('[data-testid="stSidebar"]')});
+  }
+  return out;
+}"""
+
+# The buttons of the main area (download buttons included), the open page, and any sign of a broken app.
+PAGE_JS = """(broken) => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const sel = '[data-testid="stButton"] button, [data-testid="stDownloadButton"] button';
+  const buttons = [...(main ? main.querySelectorAll(sel) : [])]
+    .filter(b => b.checkVisibility()).map(b => ({label: b.innerText.trim().split('\\n').pop().trim(), disabled: b.disabled,
+                                                download: !!b.closest('[data-testid="stDownloadButton"]')}));
+  const bodyText = document.body.innerText;
+  return {
+    path: location.pathname, url: location.href, title: document.title,
+    current: [...document.querySelectorAll('[data-testid="stSidebarNavLink"]')]
+      .filter(a => a.getAttribute('aria-current') === 'page').map(a => a.innerText.trim().split('\\n').pop()),
+    exceptions: [...document.querySelectorAll('[data-testid="stException"]')].map(e => e.innerText.slice(0, 400)),
+    broken: broken.filter(b => bodyText.includes(b)),
+    alerts: [...document.querySelectorAll('[data-testid="stAlert"]')].map(e => e.innerText.trim().slice(0, 300)),
+    buttons,
+  };
+}"""
+
+
+@dataclass
+class Widget:
+    key: str  # the container's st-key-* suffix: "w-<setting>" for settings, "w-quiz_<id>" for quiz answers
+    kind: str  # the Streamlit test id: stRadio, stCheckbox, stSelectbox, stSlider, stButtonGroup, ...
+    value: str | None
+    label: str
+    options: list[str]
+    disabled: bool
+    sidebar: bool
+
+    @property
+    def setting(self) -> str | None:
+        return self.key[2:] if self.key.startswith("w-") else None
+
+
+# --------------------------------------------------------------------------------------------------- the server
+class ServerLog:
+    """Drains the server's output (a full pipe would block it) and keeps it for failure messages."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        threading.Thread(target=self._drain, args=(stream,), daemon=True).start()
+
+    def _drain(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def errors(self, since: int = 0) -> str:
+        """The log from line `since` on when it holds an uncaught or logged exception; else ''."""
+        text = "".join(self.lines[since:])
+        return text[-5000:] if ("Traceback" in text or "Uncaught app" in text) else ""
+
+
+# ------------------------------------------------------------------------------------------------- the browser
+class Tab:
+    """One browser tab on the app: watches the script's runs and the websocket, reads and drives the widgets."""
+
+    def __init__(self, context, base: str, log: ServerLog) -> None:
+        self.base, self.log = base, log
+        context.add_init_script(OBSERVER_JS)
+        self.page: Page = context.new_page()
+        self.ws_last = time.monotonic()
+        self.page.on("websocket", self._watch)
+        self.dialogs: list[str] = []
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+
+    def _watch(self, ws) -> None:
+        def seen(_payload=None) -> None:
+            self.ws_last = time.monotonic()
+        ws.on("framesent", seen)
+        ws.on("framereceived", seen)
+
+    # ---- waiting
+    def status(self) -> dict:
+        return self.page.evaluate(STATUS_JS)
+
+    def settle(self, act: Callable[[], Any] | None = None, timeout: float = STEP_S) -> None:
+        """Do `act` (if given), then wait until the script run it started (if any) is over and the app is quiet.
+
+        A run counts as started when the page's script state turned "running" after the action; an action that
+        starts nothing within NO_RUN_S (a click on a value already chosen) settles then.
+        """
+        runs = self.status()["runs"]
+        if act is not None:
+            act()
+        start = time.monotonic()
+        deadline = start + timeout
+        while True:
+            s = self.status()
+            now = time.monotonic()
+            quiet = s["ready"] and s["quietMs"] >= QUIET_S * 1000 and now - self.ws_last >= QUIET_S
+            if quiet and (s["runs"] > runs or act is None or now - start >= NO_RUN_S):
+                return
+            if now > deadline:
+                raise AssertionError(f"the app did not settle within {timeout:.0f} s: {s}, "
+                                     f"websocket quiet for {now - self.ws_last:.1f} s")
+            time.sleep(0.1)
+
+    def goto(self, path: str = "/", params: dict | None = None, timeout: float = LOAD_S) -> None:
+        url = self.base + path + ("?" + urllib.parse.urlencode(params, quote_via=urllib.parse.quote) if params else "")
+        self.page.goto(url)
+        self.settle(timeout=timeout)
+
+    def reload(self, timeout: float = LOAD_S) -> None:
+        self.page.reload()
+        self.settle(timeout=timeout)
+
+    # ---- reading
+    def widgets(self) -> list[Widget]:
+        return [Widget(**w) for w in self.page.evaluate(WIDGETS_JS)]
+
+    def shown(self) -> dict:
+        return self.page.evaluate(PAGE_JS, list(BROKEN))
+
+    def path(self) -> str:
+        path = urllib.parse.urlsplit(self.page.url).path
+        return PATH_ALIASES.get(path, path)
+
+    def url_values(self) -> dict[str, Any]:
+        values, problems = url_settings(self.page.url)
+        assert not problems, f"the app wrote a URL it cannot read back: {problems} in {self.page.url[:300]}"
+        return values
+
+    def signature(self) -> dict[str, str | None]:
+        """What the page shows: its path and title, and every setting widget's label -> displayed value."""
+        self.open_sidebar()  # folded or not (a person may have unfolded it), its settings count
+        page = self.shown()
+        sig = {"page": self.path(), "title": page["title"]}
+        for w in self.widgets():
+            if w.setting is not None:
+                sig[f"{w.key} {w.label}"] = w.value
+        return sig
+
+    # ---- acting: each helper performs one user action and waits until the app has settled
+    def nav(self, title: str) -> None:
+        self.open_sidebar()
+        link = self.page.locator('[data-testid="stSidebarNavLink"]').filter(
+            has=self.page.get_by_text(title, exact=True))
+        more = self.page.locator('[data-testid="stSidebarNavViewButton"]')
+        if not link.count() and more.count():
+            more.click()  # a long navigation shows its first pages and a "View more" button
+        self.settle(lambda: link.click(), timeout=LOAD_S)
+
+    def open_sidebar(self) -> None:
+        """Unfold the sidebar when presentation mode (or a narrow window) folded it away, as a person would."""
+        button = self.page.locator('[data-testid="stExpandSidebarButton"]')
+        if button.count() and button.first.is_visible():
+            button.first.click()
+            self.page.wait_for_function(
+                """() => { const s = document.querySelector('[data-testid="stSidebar"]');
+                           const r = s && s.getBoundingClientRect(); return r && r.left >= 0 && r.width > 100; }""",
+                timeout=10_000)
+
+    def container(self, key: str):
+        """The widget's container, with the sidebar unfolded first when the widget lives there."""
+        box = self.page.locator(f".st-key-{key}")
+        if box.count() and box.first.evaluate("e => !!e.closest('[data-testid=\"stSidebar\"]')"):
+            self.open_sidebar()
+        return box
+
+    def pick_radio(self, key: str, option: str) -> None:
+        box = self.container(key)
+        option_label = box.locator('[data-testid="stRadioOption"]').filter(
+            has=self.page.locator('[data-testid="stMarkdownContainer"]', has_text=option)).first
+        self.settle(lambda: option_label.click())
+
+    def click_toggle(self, key: str) -> None:
+        self.settle(lambda: self.container(key).locator("label").first.click())
+
+    def pick_segment(self, key: str, option: str) -> None:
+        button = self.container(key).get_by_role("radio", name=option, exact=True)
+        self.settle(lambda: button.click())
+
+    def open_select(self, key: str) -> list[str]:
+        """Open a selectbox's list and return its options as shown."""
+        box = self.container(key)
+        box.locator("input").click()
+        if box.locator("input").get_attribute("aria-expanded") != "true":
+            box.locator('button[aria-haspopup="listbox"]').click()  # a click on the text only focuses it
+        listbox = self.page.locator('[role="listbox"]').last
+        listbox.wait_for(timeout=10_000)
+        return [t.strip() for t in listbox.locator('[role="option"]').all_inner_texts()]
+
+    def pick_select(self, key: str, option: str) -> None:
+        """Choose `option` in an opened (or closed) selectbox: filter the list by typing, then click the option."""
+        box = self.container(key).locator("input")
+        if box.get_attribute("aria-expanded") != "true":
+            box.click()
+        box.fill(option)
+        choice = self.page.locator('[role="listbox"]').last.get_by_role("option", name=option, exact=True)
+        self.settle(lambda: choice.click())
+
+    def slide(self, key: str, presses: int, wait_each: bool = True) -> None:
+        """Move a slider's thumb with the keyboard: right for presses > 0, left for presses < 0.
+
+        wait_each: let the app settle after every press, as a person who watches the chart does; without it the
+        presses come back to back, during the reruns they start (a person holding the key down).
+        """
+        thumb = self.container(key).locator('input[type="range"]')
+        arrow = "ArrowRight" if presses > 0 else "ArrowLeft"
+        thumb.focus()
+        if wait_each:
+            for _ in range(abs(presses)):
+                self.settle(lambda: thumb.press(arrow))
+            return
+
+        def act() -> None:
+            for _ in range(abs(presses)):
+                thumb.press(arrow)
+        self.settle(act)
+
+    def type_number(self, key: str, value: int) -> None:
+        box = self.container(key).locator("input")
+        self.settle(lambda: (box.fill(str(value)), box.press("Enter")))
+
+    def type_text(self, key: str, text: str) -> None:
+        """Fill a text area (committed with Ctrl+Enter) or a text input (Enter)."""
+        area = self.container(key).locator("textarea, input").first
+        is_area = area.evaluate("e => e.tagName") == "TEXTAREA"
+        self.settle(lambda: (area.fill(text), area.press("Control+Enter" if is_area else "Enter")))
+
+    def press_button(self, label: str) -> int | None:
+        """Click a main-area button; for a download button, return the size of the file it gave."""
+        main = self.page.locator('[data-testid="stMain"]')
+        button = main.locator('[data-testid="stButton"] button, [data-testid="stDownloadButton"] button').filter(
+            has_text=label).first
+        if button.locator("xpath=ancestor::*[@data-testid='stDownloadButton']").count():
+            size: list[int] = []
+
+            def act() -> None:
+                with self.page.expect_download(timeout=STEP_S * 1000) as info:
+                    button.click()
+                path = info.value.path()
+                size.append(path.stat().st_size if path else -1)
+            self.settle(act)
+            return size[0]
+        self.settle(lambda: button.click())
+        return None
+
+
+# ------------------------------------------------------------------------------------------- screen vs the URL
+def url_settings(url: str) -> tuple[dict[str, Any], list[str]]:
+    """Every setting's value as the URL gives it (defaults where it is silent), and what the URL got wrong."""
+    params = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query, keep_blank_values=True)
+    values, problems = settings.from_query(params)
+    return settings.defaults() | values, problems
+
+
+def expected_display(key: str, values: dict[str, Any]) -> str | None:
+    """What the widget of setting `key` should show for these settings."""
+    if key.startswith("quiz_"):
+        q = QUIZ[key.removeprefix("quiz_")]
+        n = list(QUIZ).index(q.id)
+        c = (values["quiz"] + "-" * len(QUIZ))[n]
+        return q.options[int(c)] if c.isdigit() and int(c) < len(q.options) else None
+    if key == "model":
+        value = values["model"]
+        return MODEL_NAMES.get(value, f"Checkpoint: {value.removeprefix(settings.CHECKPOINT_PREFIX)}")
+    return SETTINGS[key].show(values[key])
+
+
+def mismatches(widgets: list[Widget], values: dict[str, Any]) -> list[str]:
+    """Every drawn setting widget whose label or displayed value disagrees with `values` (the URL's settings)."""
+    wrong = []
+    for w in widgets:
+        key = w.setting
+        if key is None:
+            continue
+        if not key.startswith("quiz_"):
+            if key not in SETTINGS:
+                wrong.append(f"{w.key}: a widget keyed like a setting, but there is no setting {key!r}")
+                continue
+            if w.label != SETTINGS[key].label:
+                wrong.append(f"{key}: label {w.label!r}, the settings table says {SETTINGS[key].label!r}")
+        want = expected_display(key, values)
+        if w.kind == "stSlider" and not key.startswith("quiz_") and SETTINGS[key].widget == "slider":
+            same = w.value is not None and abs(float(w.value) - float(values[key])) < 1e-9  # "0.10" shows 0.1
+        elif w.kind == "stSelectbox" and want is not None:  # a page may name its options: query 15 -> "15: [SEP]"
+            same = w.value == want or (w.value or "").startswith(f"{want}: ")
+        else:
+            same = w.value == want
+        if not same:
+            wrong.append(f"{key}: shows {_short(w.value)}, the URL says {_short(want)}")
+    return wrong
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(str(value))} chars)"
+
+
+def check_screen(tab: Tab, since: int = 0) -> list[str]:
+    """No exception, no broken page, and the URL holds every setting on screen; returns the problems found."""
+    page = tab.shown()
+    problems = [f"exception element: {e}" for e in page["exceptions"]]
+    problems += [f"error box: {b!r}" for b in page["broken"]]
+    if tab.dialogs:
+        problems.append(f"a dialog opened: {tab.dialogs}")
+    path = tab.path()
+    if path not in PAGES:
+        problems.append(f"unknown page path {path!r}")
+    elif page["current"] and PAGES[path] not in page["current"]:
+        problems.append(f"the URL is on {PAGES[path]!r} but the sidebar marks {page['current']}")
+    values, url_problems = url_settings(page["url"])
+    problems += [f"URL not readable: {p}" for p in url_problems]
+    problems += mismatches(tab.widgets(), values)
+    impossible = config_problem(values)
+    if impossible and not any(impossible[:30] in alert for alert in page["alerts"]):
+        problems.append(f"an impossible config without its message: {impossible!r}; alerts: {page['alerts']}")
+    logged = tab.log.errors(since)
+    if logged:
+        problems.append(f"server log:\n{logged}")
+    return problems
+
+
+def config_problem(values: dict[str, Any]) -> str | None:
+    """Why the custom model these settings describe cannot be built (the message the app must show), or None."""
+    if values["model"] != settings.CUSTOM:
+        return None
+    try:
+        settings.config_from(values)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+def eventually_consistent(tab: Tab, since: int = 0, timeout: float = 5.0) -> list[str]:
+    """check_screen, retried for a short while: a URL update can land a moment after the last rerun's deltas."""
+    deadline = time.monotonic() + timeout
+    while True:
+        problems = check_screen(tab, since)
+        if not problems or time.monotonic() > deadline or any("exception" in p or "error box" in p for p in problems):
+            return problems
+        time.sleep(0.25)
+
+
+def slider_index(widget: Widget) -> tuple[int, int, int]:
+    """(min, max, value) of a slider's thumb, in steps (a select_slider counts options)."""
+    lo, hi, value = (float(x) for x in widget.options)
+    return int(lo), int(hi), int(round(value))
+
+
+def option_index(key: str, shown: str | None) -> int | None:
+    """The index in the setting's options of the option a select_slider shows."""
+    setting = SETTINGS[key]
+    for i, option in enumerate(setting.options or ()):
+        if setting.show(option) == shown:
+            return i
+    return None
+
+
+def describe(tab: Tab) -> str:
+    page = tab.shown()
+    return (f"url={page['url'][:400]}\ntitle={page['title']!r} nav={page['current']}\nalerts={page['alerts']}\n"
+            f"exceptions={page['exceptions']}")
+
