@@ -217,9 +217,9 @@ def from_query(params: Mapping[str, Iterable[str] | str]) -> tuple[dict[str, Any
             problems.append(f"The URL gives {key!r} {len(raws)} times; the last value is used.")
         if key in TEXT_KEYS:
             text = unpack_text(raws[-1])
-            if len(text) > MAX_TEXT_CHARS:
+            if utf16_len(text) > MAX_TEXT_CHARS:
                 problems.append(f"The sentence in the URL was cut to its first {MAX_TEXT_CHARS:,} characters.")
-                text = text[:MAX_TEXT_CHARS]
+                text = cut_utf16(text, MAX_TEXT_CHARS)
             values[key] = text
             continue
         try:
@@ -237,6 +237,21 @@ def to_query(values: Mapping[str, Any]) -> dict[str, str]:
         if key in values and values[key] != setting.default:
             out[key] = pack_text(values[key]) if key in TEXT_KEYS else setting.format(values[key])
     return out
+
+
+def utf16_len(text: str) -> int:
+    """Length as the browser's text box counts it (UTF-16 units: an emoji counts 2), which its max_chars checks."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def cut_utf16(text: str, limit: int) -> str:
+    """The longest prefix of at most `limit` UTF-16 units, never splitting a character."""
+    units = 0
+    for i, ch in enumerate(text):
+        units += 2 if ord(ch) > 0xFFFF else 1
+        if units > limit:
+            return text[:i]
+    return text
 
 
 def pack_text(text: str) -> str:

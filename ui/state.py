@@ -4,8 +4,8 @@ How state works (the rule for every page):
 - `init()` runs first in every script run. It creates the store (a plain dict in session state that no widget
   owns) once per session, seeded from the URL; later runs only read it.
 - Every widget is drawn with `widget(key)`, from the settings table in ui/settings.py. Its Streamlit key is
-  `w:<key>`, re-created from the store on every run, and its on_change callback writes the new value back into
-  the store. Streamlit may delete a widget's key whenever that widget is not drawn (another page, a fragment
+  `w:<key>`, re-created from the store whenever it is missing or differs, and its on_change callback writes the
+  new value back into the store. Streamlit may delete a widget's key whenever that widget is not drawn (another page, a fragment
   rerun, a sidebar knob of the other model); the store never loses anything, so no setting can go missing.
 - Buttons change the store in their on_click callbacks (`put`).
 - `sync_url()` writes the store's non-default values into the address bar, at the start of every run and of
@@ -25,6 +25,7 @@ from .settings import SETTINGS
 
 STORE = "settings"
 PREFIX = "w:"
+_MISSING = object()
 
 
 def store() -> dict[str, Any]:
@@ -94,7 +95,11 @@ def widget(key: str, where: Any = None, *, options: Sequence | None = None, lo: 
     hi = setting.hi if hi is None else hi
     value = fit(key, opts, lo, hi)
     wkey = PREFIX + key
-    st.session_state[wkey] = value  # re-created from the store on every run: never stale, never missing
+    # Re-created from the store whenever Streamlit dropped the key or the store moved without the widget (a button,
+    # an example, a link, a clamp). Not on every run: writing a widget's key sends its value to the browser, which
+    # would undo presses the user made while this run was going (six quick arrow presses on a slider lost five).
+    if st.session_state.get(wkey, _MISSING) != value:
+        st.session_state[wkey] = value
     show = extra.pop("format_func", setting.show)
     common = dict(key=wkey, on_change=_commit, args=(key,), help=setting.help) | extra
     kind = setting.widget

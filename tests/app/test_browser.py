@@ -459,7 +459,7 @@ def test_hostile_url_warns_and_the_app_still_works(page, app, path, params, warn
         assert shows in alerts and not page.locator(CHART).count(), describe(page, app, since)
         return
     texts = [value for key, value in params if key == "text"] or [settings.DEFAULT_SENTENCE]
-    text = texts[-1][:settings.MAX_TEXT_CHARS]  # the last one wins, cut like the app cuts it
+    text = settings.cut_utf16(texts[-1], settings.MAX_TEXT_CHARS)  # the last one wins, cut like the app cuts it
     wait_heatmap(page, app, heatmap_labels(text), timeout=LOAD_MS)
     expect(page.get_by_label("Sentence")).to_have_value(text)
     type_sentence(page, "Still working after a bad link.")
@@ -476,7 +476,7 @@ TYPED_SENTENCES = ["script_tag", "bold_tag", "markdown_js_link", "bidi_override"
 
 
 def check_sentence_shown_literally(page: Page, app: App, name: str, since: int, baseline: dict) -> None:
-    text = BY_ID[name][: settings.MAX_TEXT_CHARS]  # longer text is cut, with a message, to the app's cap
+    text = settings.cut_utf16(BY_ID[name], settings.MAX_TEXT_CHARS)  # longer text is cut, with a message, to the app's cap
     if name in EMPTY_IDS:
         try:  # the friendly prompt, and the previous sentence's heatmap gone
             page.wait_for_function(
@@ -534,5 +534,5 @@ def typing_page(browser, app) -> Iterator[Page]:
 @pytest.mark.parametrize("name", TYPED_SENTENCES)
 def test_hostile_sentence_typed_into_the_box_is_shown_literally(typing_page, app, markup_baseline, name):
     page, since = typing_page, len(app.log.lines)
-    type_sentence(page, BY_ID[name][: settings.MAX_TEXT_CHARS])  # the box's maxlength stops a user at the cap
+    type_sentence(page, settings.cut_utf16(BY_ID[name], settings.MAX_TEXT_CHARS))  # the box's maxlength stops a user at the cap
     check_sentence_shown_literally(page, app, name, since, markup_baseline)

@@ -192,7 +192,7 @@ GROUPS = {**{name: [name] for name in (*SIZE_IDS, *sorted(EMPTY_IDS))},
 
 @pytest.mark.parametrize("group", GROUPS)
 def test_hostile_tokens_stay_literal_text(page, app, model, group):
-    text = "\n".join(BY_ID[name] for name in GROUPS[group])[: settings.MAX_TEXT_CHARS]
+    text = settings.cut_utf16("\n".join(BY_ID[name] for name in GROUPS[group]), settings.MAX_TEXT_CHARS)
     page.goto(app.link("/inside-a-head", {"text": text}))
     settle(page)
     if not text.strip():

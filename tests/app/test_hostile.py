@@ -53,10 +53,11 @@ def test_user_text_never_becomes_markup_in_figures_or_dot(models, text):
 def test_every_page_renders_the_text_literally(name, text):
     clear_caches()
     at = start({"model": "custom", "d_model": "32", "num_heads": "4", "d_ff": "64", "num_layers": "2"})
-    at.text_area(key="w:text").input(text[: settings.MAX_TEXT_CHARS]).run()  # the box's maxlength stops a user there
+    typed = settings.cut_utf16(text, settings.MAX_TEXT_CHARS)  # the box's maxlength stops a user there
+    at.text_area(key="w:text").input(typed).run()
     assert_clean(at)
     shown = at.text_area(key="w:text").value
-    assert shown == text[: settings.MAX_TEXT_CHARS]  # the box holds the raw text, never rendered
+    assert shown == settings.cut_utf16(text, settings.MAX_TEXT_CHARS)  # the box holds the raw text, never rendered
     for page in PAGES:
         at.switch_page(page).run()
         assert_clean(at)

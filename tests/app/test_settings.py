@@ -62,3 +62,13 @@ def test_every_option_is_parseable_from_its_own_format():
     for setting in settings.SETTINGS.values():
         for option in setting.options or (setting.default,):
             assert setting.parse(setting.format(option)) == option
+
+
+def test_text_is_capped_as_the_browser_counts_it():
+    """The Sentence box counts UTF-16 units (an emoji is 2); a link must never hold more than the box accepts."""
+    parsed, problems = settings.from_query({"text": ["🙂" * 3000]})
+    assert parsed["text"] == "🙂" * (settings.MAX_TEXT_CHARS // 2) and problems
+    assert settings.utf16_len(parsed["text"]) == settings.MAX_TEXT_CHARS
+    assert settings.cut_utf16("a🙂b", 2) == "a"  # never half a character
+    parsed, problems = settings.from_query({"text": ["é" * settings.MAX_TEXT_CHARS]})
+    assert parsed["text"] == "é" * settings.MAX_TEXT_CHARS and not problems
