@@ -19,12 +19,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from . import settings
 from .settings import SETTINGS
 
 STORE = "settings"
 PREFIX = "w:"
+SEEN = "widgets drawn"  # setting -> (page, kind, options or range) of its widget's last drawing
 _MISSING = object()
 
 
@@ -56,6 +58,12 @@ def get(key: str) -> Any:
 def put(key: str, value: Any) -> None:
     """Set a setting (from a callback or before its widget is drawn)."""
     store()[key] = value
+
+
+def _page() -> str:
+    """The page this run draws (Streamlit gives a page's widgets ids of their own)."""
+    ctx = get_script_run_ctx()
+    return ctx.page_script_hash if ctx is not None else ""
 
 
 def _commit(key: str) -> None:
@@ -95,11 +103,14 @@ def widget(key: str, where: Any = None, *, options: Sequence | None = None, lo: 
     hi = setting.hi if hi is None else hi
     value = fit(key, opts, lo, hi)
     wkey = PREFIX + key
-    # Re-created from the store whenever Streamlit dropped the key or the store moved without the widget (a button,
-    # an example, a link, a clamp). Not on every run: writing a widget's key sends its value to the browser, which
-    # would undo presses the user made while this run was going (six quick arrow presses on a slider lost five).
-    if st.session_state.get(wkey, _MISSING) != value:
+    # Re-created from the store unless this very widget (same page, same options or range: Streamlit's widget id)
+    # was drawn before and still holds the store's value. Writing the key sends its value to the browser, and doing
+    # it on every run undid presses made while a run was going (six quick arrow presses on a slider lost five).
+    seen = st.session_state.setdefault(SEEN, {})
+    here = (_page(), setting.widget, tuple(opts) if opts is not None else (lo, hi))
+    if seen.get(key) != here or st.session_state.get(wkey, _MISSING) != value:
         st.session_state[wkey] = value
+    seen[key] = here
     show = extra.pop("format_func", setting.show)
     common = dict(key=wkey, on_change=_commit, args=(key,), help=setting.help) | extra
     kind = setting.widget
