@@ -127,9 +127,3 @@ def pe_table(config: EncoderConfig, seq: int, model: Encoder | None = None) -> T
         model = model if model is not None else build_model(config, "cpu")
         return model.embed.pos.weight[:seq].detach().float().cpu().clone()
     return torch.zeros(seq, config.d_model)
-
-
-def position_similarity(table: Tensor) -> Tensor:
-    """(seq, seq) cosine similarity between the positional vectors of every pair of positions."""
-    unit = table / table.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    return unit @ unit.T

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from torch import Tensor
 
-from ..analysis import position as _position
+from ..analysis import embeddings as _embeddings
 from ..config import EncoderConfig
 from ..model import TAPS, flow_order
 from ..trace import Trace
@@ -573,7 +573,7 @@ def positional_heatmap(table: Tensor, title: str, *, presentation: bool = False)
 
 def cosine_matrix(vectors: Tensor) -> Tensor:
     """(N, N) cosine similarity between the rows of an (N, D) table, in float64."""
-    return _position.position_similarity(vectors.detach().double().cpu())
+    return _embeddings.cosine_matrix(vectors.detach().double().cpu())
 
 
 def position_similarity(table: Tensor, *, presentation: bool = False) -> go.Figure:

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from encoder import EncoderConfig, build_model
-from encoder.analysis.position import pe_table, permutation_check, permutation_check_ids, position_similarity
+from encoder.analysis.embeddings import cosine_matrix
+from encoder.analysis.position import pe_table, permutation_check, permutation_check_ids
 from encoder.model import sinusoidal_table
 
 TEXT = "The animal didn't cross the street because it was unbelievably tired."
@@ -71,8 +72,8 @@ def test_pe_table_per_kind():
         pe_table(cfg, 65)
 
 
-def test_position_similarity_is_cosine():
-    sim = position_similarity(pe_table(EncoderConfig(**SMALL), 20))
+def test_sinusoidal_neighbours_are_more_alike_than_distant_positions():
+    sim = cosine_matrix(pe_table(EncoderConfig(**SMALL), 20))
     assert sim.shape == (20, 20)
     assert torch.allclose(sim.diagonal(), torch.ones(20), atol=1e-6)
     assert sim[0, 1] > sim[0, 10]  # sinusoidal: neighbours look more alike than distant positions
