@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -81,3 +82,20 @@ def launch(playwright):  # -> playwright Browser
 def wait_ready(page, timeout_ms: float = 60_000) -> None:
     """Wait until the app's script has finished running (after a load or an interaction)."""
     page.wait_for_selector(READY, timeout=timeout_ms)
+
+
+class ServerLog:
+    """Drains the server's output (a full pipe would block the server) and keeps it for failure messages."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        threading.Thread(target=self._drain, args=(stream,), daemon=True).start()
+
+    def _drain(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def errors(self, since: int = 0) -> str:
+        """The log from line `since` on, if it holds an uncaught exception; else ''."""
+        text = "".join(self.lines[since:])
+        return text[-6000:] if ("Traceback" in text or "Uncaught app" in text) else ""

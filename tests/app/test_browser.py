@@ -9,7 +9,6 @@ turn into markup. Screenshots go to artifacts/ (git-ignored).
 from __future__ import annotations
 
 import re
-import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from encoder import TAPS
 from encoder.config import EncoderConfig
 from encoder.tokenizer import encode
 from encoder.viz.diagram import layer_diagram, printable
-from tests.app.server import READY, ROOT, launch, streamlit_server
+from tests.app.server import READY, ROOT, ServerLog, launch, streamlit_server
 from tests.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
 from ui import settings
 
@@ -84,23 +83,6 @@ MARKUP_JS = """(within) => {
 
 
 # --------------------------------------------------------------------------------------------------- fixtures
-class ServerLog:
-    """Drains the server's output (a full pipe would block the server) and keeps it for failure messages."""
-
-    def __init__(self, stream) -> None:
-        self.lines: list[str] = []
-        threading.Thread(target=self._drain, args=(stream,), daemon=True).start()
-
-    def _drain(self, stream) -> None:
-        for line in stream:
-            self.lines.append(line)
-
-    def errors(self, since: int = 0) -> str:
-        """The log from line `since` on, if it holds an uncaught exception; else ''."""
-        text = "".join(self.lines[since:])
-        return text[-6000:] if ("Traceback" in text or "Uncaught app" in text) else ""
-
-
 @dataclass
 class App:
     url: str

@@ -15,8 +15,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from encoder import EncoderConfig
-from tests.app.server import launch, streamlit_server, wait_ready
-from tests.app.test_browser import ServerLog
+from tests.app.server import ServerLog, launch, streamlit_server, wait_ready
 from ui import settings
 from ui.caches import CACHE_FACTOR
 from ui.resources import estimate_bytes

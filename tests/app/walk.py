@@ -9,7 +9,6 @@ URL holds (or of the default when the URL leaves it out).
 from __future__ import annotations
 
 import ast
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from typing import Any
 
 from playwright.sync_api import Page
 
-from tests.app.server import READY, ROOT
+from tests.app.server import READY, ROOT, ServerLog
 from ui import quiz, settings
 from ui.settings import SETTINGS
 
@@ -153,23 +152,6 @@ class Widget:
 
 
 # --------------------------------------------------------------------------------------------------- the server
-class ServerLog:
-    """Drains the server's output (a full pipe would block it) and keeps it for failure messages."""
-
-    def __init__(self, stream) -> None:
-        self.lines: list[str] = []
-        threading.Thread(target=self._drain, args=(stream,), daemon=True).start()
-
-    def _drain(self, stream) -> None:
-        for line in stream:
-            self.lines.append(line)
-
-    def errors(self, since: int = 0) -> str:
-        """The log from line `since` on when it holds an uncaught or logged exception; else ''."""
-        text = "".join(self.lines[since:])
-        return text[-5000:] if ("Traceback" in text or "Uncaught app" in text) else ""
-
-
 # ------------------------------------------------------------------------------------------------- the browser
 class Tab:
     """One browser tab on the app: watches the script's runs and the websocket, reads and drives the widgets."""
