@@ -4,9 +4,10 @@ How state works (the rule for every page):
 - `init()` runs first in every script run. It creates the store (a plain dict in session state that no widget
   owns) once per session, seeded from the URL; later runs only read it.
 - Every widget is drawn with `widget(key)`, from the settings table in ui/settings.py. Its Streamlit key is
-  `w:<key>`, re-created from the store whenever it is missing or differs, and its on_change callback writes the
-  new value back into the store. Streamlit may delete a widget's key whenever that widget is not drawn (another page, a fragment
-  rerun, a sidebar knob of the other model); the store never loses anything, so no setting can go missing.
+  `w:<key>`, re-created from the store on every run (a slider that stays on screen keeps its own, so quick arrow
+  presses are not undone), and its on_change callback writes the new value back into the store. Streamlit may
+  delete a widget's key whenever that widget is not drawn (another page, a fragment rerun, a sidebar knob of the
+  other model); the store never loses anything, so no setting can go missing.
 - Buttons change the store in their on_click callbacks (`put`).
 - `sync_url()` writes the store's non-default values into the address bar, at the start of every run and of
   every fragment run: a reload or a copied link at any moment reopens the same view.
@@ -60,6 +61,11 @@ def put(key: str, value: Any) -> None:
     store()[key] = value
 
 
+def kind_slides(kind: str) -> bool:
+    """Widgets a user moves in quick steps (arrow keys), whose in-flight steps a re-sent value would undo."""
+    return kind in ("slider", "select_slider")
+
+
 def _page() -> str:
     """The page this run draws (Streamlit gives a page's widgets ids of their own)."""
     ctx = get_script_run_ctx()
@@ -103,12 +109,13 @@ def widget(key: str, where: Any = None, *, options: Sequence | None = None, lo: 
     hi = setting.hi if hi is None else hi
     value = fit(key, opts, lo, hi)
     wkey = PREFIX + key
-    # Re-created from the store unless this very widget (same page, same options or range: Streamlit's widget id)
-    # was drawn before and still holds the store's value. Writing the key sends its value to the browser, and doing
-    # it on every run undid presses made while a run was going (six quick arrow presses on a slider lost five).
+    # Re-created from the store on every run, so the value sent to the browser is always the store's (a widget the
+    # browser mounts later, e.g. in a popover, shows it too). Sliders are the exception while they stay on screen:
+    # writing their key on every run undid arrow presses made while a run was going (six quick presses lost five).
     seen = st.session_state.setdefault(SEEN, {})
     here = (_page(), setting.widget, tuple(opts) if opts is not None else (lo, hi))
-    if seen.get(key) != here or st.session_state.get(wkey, _MISSING) != value:
+    kept = kind_slides(setting.widget) and seen.get(key) == here and st.session_state.get(wkey, _MISSING) == value
+    if not kept:
         st.session_state[wkey] = value
     seen[key] = here
     show = extra.pop("format_func", setting.show)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from encoder.viz.figures import MIN_PRESENT_FONT
@@ -160,4 +160,4 @@ def test_the_folded_sentence_box_shows_user_text_as_typed(projector, app):
     assert "**a** _b_ <i>c</i> [d](e) …" in button.inner_text()
     assert not button.locator("strong, em, i, a").count(), "user text in the label became markup"
     button.click()
-    assert page.get_by_label("Sentence").input_value() == text
+    expect(page.get_by_label("Sentence")).to_have_value(text)  # the popover mounts its box after the click
