@@ -38,9 +38,10 @@ STAGGER_S = 0.5  # students open the link within ~10 s of each other; their roun
 # Mostly small custom encoders (distinct configs, so the model cache is exercised), every fifth on the pretrained one.
 CUSTOM = [
     dict(d_model=64, num_heads=4, d_ff=128, num_layers=2, norm="post"),
-    # 2 layers, not 1: under 20 concurrent sessions the 1-layer sessions' head change never redrew (120 s timeout), while
-    # the same steps pass alone in Chromium and in AppTest; not yet understood, see the session note of 2026-11-23.
-    dict(d_model=64, num_heads=2, d_ff=256, num_layers=2, norm="pre"),
+    # Open question (session note of 2026-11-23): with 2 heads the test picks head 1, the setting's default, and
+    # under these 20 sessions that choice never redrew within 120 s, while the same steps pass alone in Chromium and
+    # AppTest. Four heads keep a real head change here until that is understood.
+    dict(d_model=64, num_heads=4, d_ff=256, num_layers=1, norm="pre"),
     dict(d_model=96, num_heads=3, d_ff=384, num_layers=2, norm="pre", activation="gelu"),
     dict(d_model=128, num_heads=8, d_ff=512, num_layers=3, norm="post", positional="learned"),
     dict(d_model=32, num_heads=1, d_ff=64, num_layers=4, norm="pre", final_norm=True),
