@@ -1,6 +1,7 @@
 // The head view (issue 12): tokens in two columns joined by lines whose opacity is the attention weight.
-// Everything is drawn here from one binary payload (ui/headview.py: a JSON header, then uint16 weights), so hovering
-// a token, or switching head or layer among the layers shipped, never waits for the server. User text reaches the
+// Everything is drawn here from one binary payload (ui/headview.py: a JSON header, then uint16 weights, or past 128
+// tokens 8-bit weights deflated layer by layer), so hovering a token, or switching head or layer among the layers
+// shipped, never waits for the server. User text reaches the
 // DOM only through textContent (or canvas fillText / XMLSerializer for the exports): never as markup.
 
 const STATES = new WeakMap(); // parentElement -> view; Streamlit calls the default export again on every rerun
@@ -11,8 +12,10 @@ const SYNC_MS = 1000; // the choice goes back to the app once the clicking stops
 const MIN_W = 0.02; // overview lines lighter than this are not drawn (barely visible at that opacity anyway)
 const MIN_W_LONG = 0.05; // past 128 tokens: thousands of faint lines are a grey blur, and costly to rasterise
 const BUCKETS = 32; // overview lines are stroked in 32 opacity groups: one canvas stroke each, not one per line
-const KEEP_LAYERS = 3; // long inputs ship one layer at a time; a few stay cached for going back
+const KEEP_BYTES = 64e6; // layers fetched one by one (inputs too long to ship whole) stay cached up to this
 const SVG_NS = "http://www.w3.org/2000/svg";
+const FIT_ROW_PX = [20, 33]; // presentation mode: token rows between these heights, so the view fits the screen
+const MIN_LABEL_PX = 14; // ... and token labels no smaller than this (the back row of a lecture hall)
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -22,13 +25,24 @@ function el(tag, cls, text) {
 }
 
 function decode(bytes) {
-  // [uint32 LE header length][header JSON][zero padding to a multiple of 8][uint16 LE weights]
+  // [uint32 LE header length][header JSON][zero padding to a multiple of 8][body]; the body is the layers' uint16 LE
+  // weights one after another, or (header.zipped: their sizes) each layer's uint8 weights deflated on its own.
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const n = view.getUint32(0, true);
   const header = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + n)));
   const start = Math.ceil((4 + n) / 8) * 8;
+  if (header.zipped) {
+    let at = start;
+    const chunks = header.zipped.map((size) => bytes.subarray(at, (at += size)));
+    return { header, chunks };
+  }
   const copy = bytes.slice(start); // a fresh, aligned buffer
   return { header, weights: new Uint16Array(copy.buffer, 0, copy.byteLength >> 1) };
+}
+
+async function inflate(chunk) {
+  const stream = new Blob([chunk]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
 class HeadView {
@@ -36,7 +50,7 @@ class HeadView {
     this.root = el("div", "hv");
     this.root.tabIndex = -1;
     parent.appendChild(this.root);
-    this.layers = new Map(); // layer -> Uint16Array (H * T * T)
+    this.layers = new Map(); // layer -> Uint16Array or Uint8Array (H * T * T), steps of 1 / this.levels
     this.avgs = new Map(); // layer -> Float32Array (T * T)
     this.id = null;
     this.focus = null; // {side: "q" | "k", i}
@@ -113,18 +127,21 @@ class HeadView {
       });
     }
     new ResizeObserver(() => this.layout()).observe(this.mid);
+    window.addEventListener("resize", () => this.layout());
   }
 
   // ------------------------------------------------------------------------------------------------ data
   receive(bytes) {
-    const { header, weights } = decode(bytes);
+    const { header, weights, chunks } = decode(bytes);
     const h = header;
     const fresh = h.id !== this.id;
     if (fresh) {
       this.id = h.id;
       this.layers.clear();
       this.avgs.clear();
+      this.inflating = new Set();
       Object.assign(this, { T: h.T, H: h.H, L: h.L, tokens: h.tokens, name: h.name, sentence: h.sentence });
+      this.levels = h.bits === 8 ? 255 : 65535;
       this.all = h.layers.length === h.L;
       this.focus = null;
       this.pinned = false;
@@ -136,12 +153,23 @@ class HeadView {
       this.buildPickers();
     }
     const size = this.H * this.T * this.T;
-    h.layers.forEach((layer, n) => this.layers.set(layer, weights.subarray(n * size, (n + 1) * size)));
-    while (!this.all && this.layers.size > KEEP_LAYERS) {
-      const oldest = this.layers.keys().next().value;
-      if (oldest === h.sel.layer) break;
-      this.layers.delete(oldest);
-      this.avgs.delete(oldest);
+    if (weights) h.layers.forEach((layer, n) => this.layers.set(layer, weights.subarray(n * size, (n + 1) * size)));
+    else {
+      // Deflated layers: inflated off the main thread, drawn as each arrives; ones already here are skipped.
+      const id = h.id;
+      h.layers.forEach((layer, n) => {
+        if (this.layers.has(layer) || this.inflating.has(layer)) return;
+        this.inflating.add(layer);
+        inflate(chunks[n]).then((w) => {
+          if (this.id !== id) return;
+          this.inflating.delete(layer);
+          if (w.length !== size) return;
+          this.layers.set(layer, w);
+          this.trim();
+          if (layer === this.layer) this.draw();
+          else this.refreshPickers();
+        });
+      });
     }
     // The app's choice applies in full to a new payload; later, only what changed on the app's side (the URL,
     // another widget), never an echo of what this view sent, and never while a choice of the user's is pending.
@@ -157,6 +185,19 @@ class HeadView {
     this.serverSel = h.sel;
     this.refreshPickers();
     this.layout();
+  }
+
+  trim() {
+    // Layers fetched one at a time: the oldest go once they pass KEEP_BYTES (never the one on screen).
+    let bytes = 0;
+    for (const w of this.layers.values()) bytes += w.byteLength;
+    for (const [layer, w] of this.layers) {
+      if (bytes <= KEEP_BYTES) break;
+      if (layer === this.layer) continue;
+      this.layers.delete(layer);
+      this.avgs.delete(layer);
+      bytes -= w.byteLength;
+    }
   }
 
   apply(sel, first) {
@@ -188,7 +229,7 @@ class HeadView {
     const n = this.T * this.T;
     a = new Float32Array(n);
     for (let h = 0; h < this.H; h++) for (let x = 0; x < n; x++) a[x] += w[h * n + x];
-    const s = 1 / (65535 * this.H);
+    const s = 1 / (this.levels * this.H);
     for (let x = 0; x < n; x++) a[x] *= s;
     this.avgs.set(layer, a);
     return a;
@@ -201,7 +242,7 @@ class HeadView {
     if (this.mode === "avg") return [{ head: "avg", colour: AVG_COLOUR, data: this.avgOf(this.layer), offset: 0, scale: 1 }];
     const n = this.T * this.T;
     const heads = this.mode === "one" ? [this.head] : [...this.heads].sort((a, b) => a - b);
-    return heads.map((h) => ({ head: h, colour: COLOURS[h % COLOURS.length], data: w, offset: h * n, scale: 1 / 65535 }));
+    return heads.map((h) => ({ head: h, colour: COLOURS[h % COLOURS.length], data: w, offset: h * n, scale: 1 / this.levels }));
   }
 
   // ------------------------------------------------------------------------------------------------ DOM
@@ -260,10 +301,30 @@ class HeadView {
     r.heads = [...shown].sort((a, b) => a - b).join(",");
     r.focus = this.focus ? `${this.focus.side}${this.focus.i}` : "";
     r.pinned = this.pinned ? "1" : "";
+    r.held = [...this.layers.keys()].sort((a, b) => a - b).join(","); // the layers in the browser
+  }
+
+  // Presentation mode: token rows as tall as fit between this view's top and the bottom of the screen (a scroll
+  // of the page undone), within FIT_ROW_PX, with labels of at least MIN_LABEL_PX; longer inputs scroll.
+  fit() {
+    const style = this.root.style;
+    if (!this.root.classList.contains("present")) {
+      style.removeProperty("--fit-row");
+      style.removeProperty("--fit-font");
+      return;
+    }
+    const scroller = document.querySelector('[data-testid="stMain"]'); // Streamlit's scrolling main column
+    const top = this.left.getBoundingClientRect().top + (scroller ? scroller.scrollTop : window.scrollY);
+    const head = this.left.firstChild.getBoundingClientRect().height;
+    const room = window.innerHeight - top - head - 12;
+    const row = Math.max(FIT_ROW_PX[0], Math.min(FIT_ROW_PX[1], Math.floor(room / this.T)));
+    style.setProperty("--fit-row", `${row}px`);
+    style.setProperty("--fit-font", `${Math.max(MIN_LABEL_PX, Math.min(22, Math.round(row * 0.68)))}px`);
   }
 
   layout() {
     if (!this.tokens) return;
+    this.fit();
     const first = this.leftToks[0];
     this.rowH = first ? first.getBoundingClientRect().height : 20;
     this.top = first ? first.offsetTop - this.left.offsetTop : 0;
@@ -351,7 +412,7 @@ class HeadView {
       const box = d.firstChild.classList.contains("hv-w") ? d.firstChild : d.lastChild;
       this.labelled.push(box);
       box.replaceChildren(...labels[j].map(([w, c]) => {
-        const span = el("span", "hv-num", w.toFixed(3));
+        const span = el("span", "hv-num", w.toFixed(this.levels === 255 ? 2 : 3));
         span.style.color = c;
         return span;
       }));
@@ -359,19 +420,29 @@ class HeadView {
     if (this.hover !== null && this.pinned) {
       const j = this.hover;
       const [q, k] = side === "q" ? [i, j] : [j, i];
-      const parts = labels[j].map(([w], n) => `${series[n].head === "avg" ? "average" : `head ${series[n].head}`} ${w.toFixed(4)}`);
+      const parts = labels[j].map(([w], n) => `${series[n].head === "avg" ? "average" : `head ${series[n].head}`} ${this.exact(w)}`);
       this.say(`“${this.tokens[q]}” (${q}) → “${this.tokens[k]}” (${k}): ${parts.join(", ")}`);
     } else {
       const who = `“${this.tokens[i]}” (${i})`;
       this.say(side === "q"
-        ? `${who} attends to each key with the weight beside it${this.pinned ? " (pinned: click again to release)" : ""}.`
-        : `Every query's weight on ${who}${this.pinned ? " (pinned: click again to release)" : ""}.`);
+        ? `${who} attends to each key with the weight beside it${this.pinned ? " (pinned: click again to release)" : ""}.${this.precision()}`
+        : `Every query's weight on ${who}${this.pinned ? " (pinned: click again to release)" : ""}.${this.precision()}`);
     }
+  }
+
+  // Weights as precise as they travelled: uint16 steps of 1/65535 are exact to 4 decimals; 8-bit ones (past 128
+  // tokens) are within half a step of 1/255, so they say so.
+  exact(w) {
+    return this.levels === 255 ? `${w.toFixed(3)} ± 0.002` : w.toFixed(4);
+  }
+
+  precision() {
+    return this.levels === 255 ? " Weights here are 8-bit: each within ± 0.002 of the model's." : "";
   }
 
   describe() {
     const what = this.mode === "avg" ? `average of ${this.H} heads` : this.mode === "one" ? `head ${this.head}` : `heads ${[...this.heads].sort((a, b) => a - b).join(", ")}`;
-    return `Layer ${this.layer}, ${what}. Line opacity is the attention weight. Hover or click a token to isolate its lines.`;
+    return `Layer ${this.layer}, ${what}. Line opacity is the attention weight. Hover or click a token to isolate its lines.${this.precision()}`;
   }
 
   say(text) {
