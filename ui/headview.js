@@ -148,7 +148,7 @@ class HeadView {
       this.root.classList.toggle("present", !!h.present);
       this.root.dataset.t = String(h.T);
       this.root.style.setProperty("--row", h.T > 128 ? "1.1em" : h.T > 64 ? "1.3em" : "1.5em");
-      this.root.dataset.shipped = this.all ? "all" : "one";
+      this.root.dataset.shipped = this.all ? "all" : "some";
       this.buildTokens();
       this.buildPickers();
     }
@@ -509,8 +509,8 @@ class HeadView {
     if (l === this.layer) return;
     this.layer = l;
     this.draw();
-    if (!this.weightsOf(l)) this.sync(true); // a long input: ask the app for this layer now
-    else this.schedule();
+    if (!this.weightsOf(l)) this.sync(true); // a layer not shipped: ask the app for it now (the view's fragment)
+    this.schedule(); // and the settled choice once the clicking stops, for the rest of the page
   }
 
   toggleHead(h) {
@@ -535,8 +535,9 @@ class HeadView {
   }
 
   schedule() {
+    // The settled choice waits for a layer still being fetched: the app's run for it is not cut short.
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.sync(false), SYNC_MS);
+    this.timer = setTimeout(() => (this.weightsOf(this.layer) ? this.sync(false) : this.schedule()), SYNC_MS);
   }
 
   sync(now) {

@@ -32,7 +32,7 @@ import torch
 import encoder
 from encoder.viz.figures import export_name
 
-from . import state
+from . import fragment, need_trace, state
 from .caches import CACHE
 from .settings import SETTINGS
 
@@ -113,25 +113,60 @@ def selection(trace: encoder.Trace) -> dict[str, Any]:
 
 
 def show(fr: Any, trace: encoder.Trace) -> dict[str, Any]:
-    """Draw the head view for the frame's trace; return the selection it was drawn with."""
-    sel = selection(trace)
-    key = (fr.model_key, fr.device, fr.values["text"], fr.values["train"])
+    """Draw the head view for the frame's trace; return the selection it was drawn with.
+
+    When the trace's layers do not all fit in one payload, the view sits in a fragment of its own: asking for a
+    layer reruns only the view, and the choice reaches the rest of the page once the clicking stops.
+    """
+    if not ships_all(fr, trace):
+        _one_layer_at_a_time()
+    else:
+        _draw(fr, trace, fetching=False)
+    return selection(trace)
+
+
+def _key(fr: Any) -> tuple:
+    return fr.model_key, fr.device, fr.values["text"], fr.values["train"]
+
+
+def _deflated(key: tuple, trace: encoder.Trace, layer: int) -> bytes:
+    # Cached as a tensor so the byte-bounded cache counts it; a rerun (e.g. after a pick) deflates nothing again.
+    return CACHE.get(("headview8", *key, layer),
+                     lambda: torch.frombuffer(bytearray(deflated_layer(trace.attention[layer])), dtype=torch.uint8)
+                     ).numpy().tobytes()
+
+
+def ships_all(fr: Any, trace: encoder.Trace) -> bool:
+    """Whether every layer of the trace is in the browser at once (else a layer switch may ask the app)."""
+    if trace.seq_len <= FULL_UP_TO:
+        return True
+    key, size = _key(fr), 0
+    for n in range(trace.num_layers):
+        size += len(_deflated(key, trace, n))
+        if size > SHIP_LIMIT:
+            return False
+    return True
+
+
+def _draw(fr: Any, trace: encoder.Trace, *, fetching: bool) -> None:
+    sel, key = selection(trace), _key(fr)
     trace_id = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
-    # Cached as tensors so the byte-bounded cache counts them; a rerun (e.g. after a pick) re-encodes nothing.
     if trace.seq_len <= FULL_UP_TO:
         cached = CACHE.get(("headview", *key), lambda: torch.from_numpy(quantise(trace.attention).view(np.int16)))
         data = payload(trace, sel, name=export_name(trace, "heads"), present=fr.present, trace_id=trace_id,
                        weights=cached.numpy().view("<u2"))
     else:
-        def deflated(n: int) -> bytes:
-            return CACHE.get(("headview8", *key, n),
-                             lambda: torch.frombuffer(bytearray(deflated_layer(trace.attention[n])), dtype=torch.uint8)
-                             ).numpy().tobytes()
-
         data = payload(trace, sel, name=export_name(trace, "heads"), present=fr.present, trace_id=trace_id,
-                       deflated=deflated)
-    _mount(key=KEY, data=data, on_pick_change=_picked, width="stretch", height="content")
-    return sel
+                       deflated=functools.partial(_deflated, key, trace))
+    _mount(key=KEY, data=data, on_pick_change=functools.partial(_picked, fetching), width="stretch", height="content")
+
+
+def _one_layer_at_a_time_body() -> None:
+    fr, trace = need_trace()  # in the fragment: the session keeps no tensor
+    _draw(fr, trace, fetching=True)
+
+
+_one_layer_at_a_time = fragment(_one_layer_at_a_time_body)
 
 
 def _whole(value: Any, key: str) -> bool:
@@ -139,8 +174,12 @@ def _whole(value: Any, key: str) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and s.lo <= value <= s.hi
 
 
-def _picked() -> None:
-    """The component's pick (layer, head, avg, query) into the store; anything malformed is ignored."""
+def _picked(fetching: bool = False) -> None:
+    """The component's pick (layer, head, avg, query) into the store; anything malformed is ignored.
+
+    Where the view asks for layers (fetching), a pick with need=true reruns only the view's fragment, to bring the
+    layer; the settled choice then reruns the app, so the walkthrough below follows it.
+    """
     result = st.session_state.get(KEY)
     pick = result.get("pick") if result is not None else None
     if not isinstance(pick, dict):
@@ -150,6 +189,8 @@ def _picked() -> None:
             state.put(name, pick[name])
     if isinstance(pick.get("avg"), bool):
         state.put("avg", pick["avg"])
+    if fetching and pick.get("need") is not True:
+        st.rerun()
 
 
 # ---------------------------------------------------------------------------------------------- click-through

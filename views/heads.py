@@ -19,7 +19,9 @@ def inside_a_head() -> None:
     sel = headview.show(fr, trace)
     ui.caption("Left: each token as a query; right: the keys it reads from. A line's opacity is the attention weight. "
                "Hover a token to see only its lines, click it to pin them (a pinned query is walked through below). "
-               "Layer, head, several heads in colour or the head average: all switch in the browser, without waiting.")
+               "Layer, head, several heads in colour or the head average: all switch in the browser, "
+               + ("without waiting." if headview.ships_all(fr, trace) else
+                  "but this input is too long for all layers at once: a layer not yet there takes a moment."))
     layer, head, query = sel["layer"], sel["head"], sel["query"]
     tokens = trace.tokens
     st.subheader(f"Inside layer {layer}, head {head}")

@@ -244,6 +244,39 @@ def test_long_input_switches_layers_without_a_script_run_and_says_its_precision(
     assert_clean(page, app)
 
 
+# 8 layers × 16 heads at 512 tokens: ~0.6 MB a layer deflated, so not all of them fit in SHIP_LIMIT.
+BIG = {"model": "custom", "d_model": "64", "num_heads": "16", "d_ff": "128", "num_layers": "8"}
+# Click a layer; when its lines are drawn, the script runs so far and the walkthrough's headings.
+FETCH_JS = f"""(layer) => new Promise((resolve) => {{
+  const r = ({HV})();
+  const obs = new MutationObserver(() => {{
+    if (r.dataset.layer !== String(layer) || r.classList.contains('loading')) return;
+    obs.disconnect();
+    resolve({{runs: window.__runs, held: r.dataset.held,
+              headings: [...document.querySelectorAll('h3')].map(h => h.textContent).join(' | ')}});
+  }});
+  obs.observe(r, {{attributes: true}});
+  r.querySelector(`button[data-layer="${{layer}}"]`).click();
+}})"""
+
+
+def test_a_layer_that_did_not_fit_reruns_the_head_view_alone(page, app):
+    open_view(page, app, BIG | {"text": BY_ID["repeated_600_tokens"]})
+    s = wait_state(page, lambda s: not s["loading"] and s["held"].count(",") >= 2)
+    held = {int(n) for n in s["held"].split(",")}
+    assert s["shipped"] == "some" and 3 in held and len(held) < 8
+    missing = max(set(range(8)) - held)
+    page.evaluate(COUNT_RUNS)
+    got = page.evaluate(FETCH_JS, missing)
+    assert got["runs"] == 1, got  # one run brought the layer ...
+    assert "Inside layer 3, head 1" in got["headings"], got  # ... and it was not the walkthrough's
+    assert str(missing) in got["held"].split(",")
+    page.wait_for_function(f"() => location.search.includes('layer={missing}')", timeout=CHANGE_MS)
+    settle(page)
+    assert page.get_by_text(f"Inside layer {missing}, head 1").count() == 1  # the settled choice: the page follows
+    assert_clean(page, app)
+
+
 # The corpus in a few page loads (each load is a new session and forward pass, ~8 s on 2 cores): the size cases
 # alone, the empty ones alone, and every other entry on its own line of one of three sentences. WordPiece splits
 # words without context, so each entry gives the same tokens there as alone.
