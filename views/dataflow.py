@@ -6,34 +6,46 @@ import ui
 from encoder.analysis import cost
 from encoder.viz import diagram, figures
 
+# On a projector the diagram starts right below the title (its controls are in the right-hand column): at
+# 1280x720 and 1024x768 it may be this tall and still end on screen (tests/app/test_projector_diagram.py).
+PRESENT_HEIGHT = figures.DIAGRAM_HEIGHT + 80
+
 fr = ui.frame()
 if fr.config is None:
     st.stop()  # the frame above says why
 cfg, trace = fr.config, fr.trace
 
-cols = st.columns([2, 3, 2], vertical_alignment="bottom")
-# With one layer there is no Layer slider: the overlay toggle takes the first column instead of leaving a gap.
-layer_col, overlay_col = cols[:2] if cfg.num_layers > 1 else cols[1::-1]
+if fr.present:  # the controls beside the diagram, which then has the screen's height below the title
+    left, right = st.columns([3, 2])
+    layer_col, overlay_col = right.container(), right.container()
+else:
+    cols = st.columns([2, 3, 2], vertical_alignment="bottom")
+    # With one layer there is no Layer slider: the overlay toggle takes the first column instead of leaving a gap.
+    layer_col, overlay_col = cols[:2] if cfg.num_layers > 1 else cols[1::-1]
 overlay = ui.widget("overlay", overlay_col, disabled=trace is None)
 layer = ui.layer_slider(cfg.num_layers, layer_col)
 stats = trace.stats() if (trace is not None and overlay) else None
 if trace is not None and (bad := trace.first_nonfinite()) is not None:
-    st.error(f"NaN or Inf values appear first at layer {bad[0]}, tap '{bad[1]}' (red border).", icon=":material/warning:")
+    where = right if fr.present else st
+    where.error(f"NaN or Inf values appear first at layer {bad[0]}, tap '{bad[1]}' (red border).", icon=":material/warning:")
 
-graph = diagram.layer_diagram(cfg, stats=stats, layer=layer, seq=trace.seq_len if trace is not None else None)
-if fr.present:  # a projector is short: tighter ranks, then drawn narrower so its height fits below the header
-    graph.graph_attr.update(figures.PRESENT_DIAGRAM)
+tokens = trace.seq_len if trace is not None else None
+graph = diagram.layer_diagram(cfg, stats=stats, layer=layer, seq=tokens)
 try:
     svg, svg_problem = diagram.svg_bytes(graph), ""
 except ValueError as err:  # no `dot`: the browser still draws the diagram, only the SVG export is missing
     svg, svg_problem = None, str(err)
-fit = figures.diagram_width(svg) if (fr.present and svg is not None) else None
 tag = figures.model_tag(cfg, fr.model_key)
 name = (figures.export_name(trace, "diagram", f"L{layer}", model=tag) if trace is not None
         else figures.safe_filename(f"{tag}_diagram_L{layer}"))
-left, right = st.columns([3, 2])
+if not fr.present:
+    left, right = st.columns([3, 2])
 with left:
-    st.graphviz_chart(graph, width=fit or "content")
+    if fr.present:  # the compact drawing, as large as the column and the screen allow; the downloads stay full
+        compact = diagram.layer_diagram(cfg, stats=stats, layer=layer, seq=tokens, compact=True)
+        st.graphviz_chart(compact, width="stretch", height=PRESENT_HEIGHT)
+    else:
+        st.graphviz_chart(graph, width="content")
     ui.caption("Post-LN (the original paper) normalises after each residual add; Pre-LN normalises the input of each "
                "sub-layer and leaves the residual path untouched. Dashed edges are the residual connections; edge "
                "labels give the tensor shapes. With the overlay, node colour shows RMS and labels give mean / std.")

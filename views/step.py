@@ -22,17 +22,14 @@ layer = ui.layer_slider(trace.num_layers, cols[-1])
 step = steps[at]
 cols[1].progress((at + 1) / len(steps), text=f"Step {at + 1} of {len(steps)}: {step.title}")
 
-left, right = st.columns([2, 3])
+left, right = st.columns([1, 1] if fr.present else [2, 3])  # a projector: room for the compact diagram's text
 with left:
-    graph = diagram.layer_diagram(trace.config, layer=layer, highlight=step.key, seq=trace.seq_len)
-    fit = None
-    if fr.present:  # tighter ranks, then drawn narrower so its height fits a 720 px projector below the header
-        graph.graph_attr.update(figures.PRESENT_DIAGRAM)
-        try:
-            fit = figures.diagram_width(diagram.svg_bytes(graph))
-        except ValueError:  # no `dot` to measure it: drawn at its natural size
-            pass
-    st.graphviz_chart(graph, width=fit or "content")
+    # On a projector the compact drawing, as large as the column and DIAGRAM_HEIGHT allow.
+    graph = diagram.layer_diagram(trace.config, layer=layer, highlight=step.key, seq=trace.seq_len, compact=fr.present)
+    if fr.present:
+        st.graphviz_chart(graph, width="stretch", height=figures.DIAGRAM_HEIGHT)
+    else:
+        st.graphviz_chart(graph, width="content")
 with right:
     st.subheader(step.title)
     if trace.train and step.key in ("drop1", "drop2"):

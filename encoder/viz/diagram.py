@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import unicodedata
 from contextlib import nullcontext
@@ -56,6 +57,29 @@ def _num(x: float) -> str:
     return f"{x:.3g}"
 
 
+def _shape(seq: int | None, width: int) -> str:
+    """A tensor's shape, short: "9×384" with a trace, "T×384" (T tokens) without."""
+    return f"{'T' if seq is None else seq}×{width}"
+
+
+def _compact_node_text(cfg: EncoderConfig, wire: Wire, seq: int | None) -> tuple[list[str], dict[str, str]]:
+    """One short label line for a projector: the operation, and the shape where the width changes."""
+    ends = {"shape": "box", "style": "filled,rounded,bold"}  # the layer's input and output: a heavier frame
+    if wire.op == "input":
+        return [f"Input {_shape(seq, cfg.d_model)}"], ends
+    if wire.op == "=":
+        return ["Output"], ends
+    if wire.op == "attn":
+        return [f"Self-Attention, {cfg.num_heads} head{'s' if cfg.num_heads > 1 else ''}"], {}
+    if wire.op == "w1":
+        return [f"W1 + {cfg.activation.upper()}: {_shape(seq, cfg.d_ff)}"], {}
+    if wire.op == "w2":
+        return ["W2"], {}
+    if wire.op == "+":
+        return ["+"], {"shape": "circle", "style": "filled", "width": "0.3", "fixedsize": "true"}
+    return _node_text(cfg, wire)
+
+
 def _node_text(cfg: EncoderConfig, wire: Wire) -> tuple[list[str], dict[str, str]]:
     """Label lines naming the operation that computes a tap, and the node's shape attributes."""
     if wire.op in ("input", "="):
@@ -69,6 +93,27 @@ def _node_text(cfg: EncoderConfig, wire: Wire) -> tuple[list[str], dict[str, str
     if wire.op == "w1":
         return [f"Linear W1 + {cfg.activation.upper()}"], {}
     return ["Linear W2"], {}
+
+
+def _compact_edge_text(cfg: EncoderConfig, kind: str, highlight: str | None) -> str:
+    """Edge label for a projector: only the dropout (the node labels carry the shapes, dashes mark the residuals)."""
+    if kind in ("drop1", "drop2", "hidden"):
+        if cfg.dropout > 0:
+            return _text(f"dropout {cfg.dropout:g}")
+        if kind == highlight:
+            return _text("dropout off")
+    return ""
+
+
+def _columns(norm: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The taps of the two sub-layers, for a two-column drawing: the first column ends at the residual stream
+    between them (the tap the second residual add reads: norm1 in Post-LN, add1 in Pre-LN)."""
+    wires = placement(norm)
+    second_add = [w for w in wires if w.op == "+"][1]
+    split = next(tail for tail, kind in second_add.inputs if kind == "res")
+    order = tuple(w.tap for w in wires)
+    cut = order.index(split) + 1
+    return order[:cut], order[cut:]
 
 
 def _edge_text(cfg: EncoderConfig, kind: str, seq: int | None, highlight: str | None) -> str:
@@ -85,6 +130,12 @@ def _edge_text(cfg: EncoderConfig, kind: str, seq: int | None, highlight: str | 
     return _text("residual") if kind == "res" else _text(shape)
 
 
+def _short(x: float) -> str:
+    """A statistic for a projector: two decimals (0.00 for the mean of a LayerNorm's output), 3 digits when large."""
+    text = f"{x:.2f}" if abs(x) < 100 else f"{x:.3g}"
+    return "0.00" if text == "-0.00" else text
+
+
 def _rms_colours(rows: pd.DataFrame) -> tuple[dict[str, int], float, float]:
     """Index into RMS_SCALE for each tap (log scale over this layer's finite RMS values), and the range."""
     finite = {r.tap: float(r.rms) for r in rows.itertuples() if math.isfinite(r.rms) and r.rms > 0}
@@ -96,12 +147,33 @@ def _rms_colours(rows: pd.DataFrame) -> tuple[dict[str, int], float, float]:
     return {t: round(top * (math.log(v) - math.log(lo)) / span) if span > 0 else top // 2 for t, v in finite.items()}, lo, hi
 
 
-def _legend(lo: float, hi: float, any_nonfinite: bool) -> str:
+def _legend(lo: float, hi: float, any_nonfinite: bool, compact: bool = False) -> str:
     """HTML-like graph label with colour swatches; holds numbers only, never user text."""
-    swatches = "".join(f'<TD BGCOLOR="{c}" WIDTH="18" HEIGHT="14"></TD>' for c in RMS_SCALE)
-    row = f"<TR><TD>RMS {_num(lo)}</TD>{swatches}<TD>{_num(hi)}  (log scale)</TD></TR>" if math.isfinite(lo) else ""
+    width, scale = (10, "(log)") if compact else (18, " (log scale)")
+    swatches = "".join(f'<TD BGCOLOR="{c}" WIDTH="{width}" HEIGHT="14"></TD>' for c in RMS_SCALE)
+    row = f"<TR><TD>RMS {_num(lo)}</TD>{swatches}<TD>{_num(hi)} {scale}</TD></TR>" if math.isfinite(lo) else ""
     alert = f'<TR><TD COLSPAN="{len(RMS_SCALE) + 2}"><FONT COLOR="{ALERT}">red border: NaN/Inf</FONT></TD></TR>'
     return f'<<TABLE BORDER="0" CELLSPACING="2" CELLPADDING="2">{row}{alert if any_nonfinite else ""}</TABLE>>'
+
+
+# Streamlit's st.graphviz_chart draws every text of the SVG in one CSS font size (0.8 × its small font: 11.04 px in
+# presentation mode, whose root font is 18.4 px), whatever the DOT says; the compact drawing is laid out for that size,
+# so its boxes fit its text and its text grows only with the drawing's scale.
+COMPACT_FONT = "11"
+# Graph, node and edge attributes of the full drawing (False) and the compact one (True), which is for a projector:
+# one column per sub-layer with tight spacing, short enough to be drawn large below the title of a 16:9 or 4:3 screen.
+STYLES = {
+    False: (dict(rankdir="TB", fontname=FONT, fontsize="18", fontcolor=INK, nodesep="0.4", ranksep="0.32",
+                 newrank="true", labelloc="t", pad="0.2"),
+            dict(shape="box", style="filled,rounded", fontname=FONT, fontsize="14", fontcolor=INK, color="#495057",
+                 penwidth="1.2", margin="0.18,0.07"),
+            dict(fontname=FONT, fontsize="12", fontcolor="#495057", color="#495057", arrowsize="0.7")),
+    True: (dict(rankdir="TB", fontname=FONT, fontsize=COMPACT_FONT, fontcolor=INK, nodesep="0.2", ranksep="0.15",
+                newrank="true", labelloc="t", pad="0.03"),
+           dict(shape="box", style="filled,rounded", fontname=FONT, fontsize=COMPACT_FONT, fontcolor=INK,
+                color="#495057", penwidth="1", margin="0.08,0.03", width="0.4", height="0.3"),
+           dict(fontname=FONT, fontsize=COMPACT_FONT, fontcolor="#495057", color="#495057", arrowsize="0.6")),
+}
 
 
 def layer_diagram(
@@ -111,8 +183,13 @@ def layer_diagram(
     highlight: str | None = None,
     seq: int | None = None,
     title: str | None = None,
+    compact: bool = False,
 ) -> graphviz.Digraph:
-    """Digraph of one encoder layer for `config`; with `stats` (Trace.stats()) nodes show that layer's numbers."""
+    """Digraph of one encoder layer for `config`; with `stats` (Trace.stats()) nodes show that layer's numbers.
+
+    compact=True draws it for a projector: one-line labels, one column per sub-layer (down the first, up the
+    second), dropout as the only edge label; the same nodes (the taps) and data-flow edges (PLACEMENTS).
+    """
     if highlight is not None and highlight not in HIGHLIGHTS:
         raise ValueError(f"highlight={highlight!r} is not a tap or dropout; choose one of {', '.join(HIGHLIGHTS)}.")
     rows = None
@@ -122,41 +199,44 @@ def layer_diagram(
             top = int(stats["layer"].max()) if len(stats) else -1
             raise ValueError(f"The statistics have no layer {layer}; choose a layer from 0 to {top}.")
     norm = config.norm
-    g = graphviz.Digraph(
-        "encoder_layer",
-        graph_attr=dict(rankdir="TB", fontname=FONT, fontsize="18", fontcolor=INK, nodesep="0.4", ranksep="0.32",
-                        newrank="true", labelloc="t", pad="0.2"),
-        node_attr=dict(shape="box", style="filled,rounded", fontname=FONT, fontsize="14", fontcolor=INK, color="#495057",
-                       penwidth="1.2", margin="0.18,0.07"),
-        edge_attr=dict(fontname=FONT, fontsize="12", fontcolor="#495057", color="#495057", arrowsize="0.7"),
-    )
+    graph_attr, node_attr, edge_attr = STYLES[compact]
+    g = graphviz.Digraph("encoder_layer", graph_attr=graph_attr, node_attr=node_attr, edge_attr=edge_attr)
     if title:
         g.attr(label=_text(printable(title, 120)))
     colours, lo, hi = _rms_colours(rows) if rows is not None else ({}, math.nan, math.nan)
     bad = {r.tap: int(r.nonfinite) for r in rows.itertuples() if r.nonfinite > 0} if rows is not None else {}
-    where = "Post-LN: LayerNorm after each residual add" if norm == "post" else "Pre-LN: LayerNorm before each sub-layer"
-    heading = [f"Encoder layer × {config.num_layers}", where]
-    if rows is not None:
-        heading.append(f"statistics of layer {layer}")
+    if compact:
+        heading = [f"{'Post' if norm == 'post' else 'Pre'}-LN layer × {config.num_layers}"
+                   + ("" if rows is None else f", statistics of layer {layer}")]
+    else:
+        where = "Post-LN: LayerNorm after each residual add" if norm == "post" else "Pre-LN: LayerNorm before each sub-layer"
+        heading = [f"Encoder layer × {config.num_layers}", where]
+        if rows is not None:
+            heading.append(f"statistics of layer {layer}")
     with g.subgraph(name="cluster_layer") as outer:
-        outer.attr(label=_text(*heading), style="filled,rounded", fillcolor="#f8f9fa", color="#ced4da", fontsize="16",
-                   labeljust="c", margin="16")
+        outer.attr(label=_text(*heading), style="filled,rounded", fillcolor="#f8f9fa", color="#ced4da",
+                   fontsize=COMPACT_FONT if compact else "16", labeljust="c", margin="6" if compact else "16")
         inner = outer.subgraph(name="cluster_stats") if rows is not None else nullcontext(outer)
         with inner as body:
             if rows is not None:
-                body.attr(label=_legend(lo, hi, bool(bad)), labelloc="b", color="#f8f9fa", fontsize="12")
+                body.attr(label=_legend(lo, hi, bool(bad), compact), labelloc="b", color="#f8f9fa",
+                          fontsize=COMPACT_FONT if compact else "12")
             for wire in placement(norm):
                 tap = wire.tap
-                lines, attrs = _node_text(config, wire)
+                lines, attrs = _compact_node_text(config, wire, seq) if compact else _node_text(config, wire)
                 attrs = {"fillcolor": FILL[tap], "tooltip": tap, **attrs}
                 if rows is not None:
                     row = rows[rows["tap"] == tap]
                     if not row.empty:
                         r = row.iloc[0]
-                        lines = [*lines, f"mean {_num(r['mean'])} / std {_num(r['std'])}"]
+                        if not compact:
+                            lines = [*lines, f"mean {_num(r['mean'])} / std {_num(r['std'])}"]
+                        elif wire.op != "=":  # the output is the tensor beside it: its numbers once are enough
+                            lines = [*lines, f"μ {_short(r['mean'])}  σ {_short(r['std'])}"]
                         attrs["tooltip"] = f"{tap}: RMS {_num(r['rms'])}, min {_num(r['min'])}, max {_num(r['max'])}"
                         if attrs.get("shape") == "circle":  # a "+" circle cannot hold the numbers
-                            attrs.update(shape="box", style="filled,rounded", fixedsize="false", fontsize="14")
+                            attrs.update(shape="box", style="filled,rounded", fixedsize="false",
+                                         fontsize=node_attr["fontsize"])
                         if tap in colours:
                             attrs["fillcolor"] = RMS_SCALE[colours[tap]]
                             attrs["fontcolor"] = "white" if colours[tap] >= len(RMS_SCALE) - 2 else INK
@@ -168,17 +248,50 @@ def layer_diagram(
                 if tap == highlight:
                     attrs.update(color=ALERT if tap in bad else HIGHLIGHT, penwidth="4.5")
                 body.node(tap, _text(*lines), **attrs)
+            if compact:
+                _two_columns(body, norm)
+    rank = _ranks(norm) if compact else {}
     for tail, head, kind in flow_edges(norm):
         attrs = {}
         if kind == "res":
             attrs = dict(style="dashed", color=RESIDUAL, fontcolor=RESIDUAL, penwidth="1.5", tooltip="residual connection")
         if kind == highlight:
             attrs = dict(color=HIGHLIGHT, fontcolor=HIGHLIGHT, penwidth="3.5", arrowsize="1")
-        g.edge(tail, head, _edge_text(config, kind, seq, highlight), **attrs)
+        ends = (tail, head)
+        if compact and rank[head] < rank[tail]:  # up the second column: laid out as a downward edge, drawn backwards
+            ends, attrs["dir"] = (head, tail), "back"
+        label = _compact_edge_text(config, kind, highlight) if compact else _edge_text(config, kind, seq, highlight)
+        g.edge(*ends, label, **attrs)
     if config.final_norm:  # Encoder.final_ln: once, after the last of the num_layers layers
-        g.node(FINAL, _text("Final LayerNorm", "after the stack"), fillcolor=FILL[FINAL], tooltip="final LayerNorm")
-        g.edge("output", FINAL, _text(f"after layer {config.num_layers - 1}"), style="dashed")
+        if compact:
+            g.node(FINAL, _text("Final LayerNorm", f"after layer {config.num_layers - 1}"), fillcolor=FILL[FINAL],
+                   tooltip="final LayerNorm, once after the stack")
+            g.edge(FINAL, "output", style="dashed", dir="back")  # above the output, which is on the top row
+        else:
+            g.node(FINAL, _text("Final LayerNorm", "after the stack"), fillcolor=FILL[FINAL], tooltip="final LayerNorm")
+            g.edge("output", FINAL, _text(f"after layer {config.num_layers - 1}"), style="dashed")
     return g
+
+
+def _ranks(norm: str) -> dict[str, int]:
+    """Row of each tap in the two-column drawing: down the first sub-layer's column, up the second's, so the layer's
+    input and output are both on the top row and the step from one column to the other is short."""
+    first, second = _columns(norm)
+    return {**{tap: i for i, tap in enumerate(first)}, **{tap: len(second) - 1 - i for i, tap in enumerate(second)}}
+
+
+def _two_columns(body: graphviz.Digraph, norm: str) -> None:
+    """The rows of the two-column drawing, each ordered first column, second column (invisible edges)."""
+    rank = _ranks(norm)
+    first, second = _columns(norm)
+    for i in range(max(rank.values()) + 1):
+        row = [tap for tap in (*first, *second) if rank[tap] == i]
+        with body.subgraph() as same:
+            same.attr(rank="same")
+            for tap in row:
+                same.node(tap)
+            for left, right in itertools.pairwise(row):
+                same.edge(left, right, style="invis")
 
 
 def svg_bytes(graph: graphviz.Digraph) -> bytes:

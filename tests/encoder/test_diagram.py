@@ -9,7 +9,7 @@ import pytest
 import encoder
 from encoder import TAPS
 from encoder.model import flow_edges, flow_order
-from encoder.viz import diagram
+from encoder.viz import diagram, figures
 
 MINILM = encoder.EncoderConfig(d_model=384, num_heads=12, d_ff=1536, num_layers=6, activation="gelu")
 HOSTILE_TITLES = ['say "hi"', "back\\slash", "trailing\\", "}", "a -> b", "<b>bold</b>", "<<TABLE>>", "\\N \\G \\l",
@@ -177,3 +177,92 @@ def test_svg_bytes_without_dot_says_how_to_install(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ValueError, match="apt-get install graphviz"):
         diagram.svg_bytes(diagram.layer_diagram(MINILM))
+
+
+# The compact drawing (presentation mode): same taps and data flow, two columns, short labels, small enough to draw
+# large. st.graphviz_chart draws all its text at 11.04 px in presentation mode (tests/app/test_projector_diagram.py
+# measures the result in Chromium); here the layout itself is checked with Debian's `dot`.
+COMPACT_CONFIGS = [MINILM, MINILM.replace(norm="pre", final_norm=True, activation="relu", dropout=0.0, num_heads=1,
+                                          d_model=64, d_ff=256, num_layers=2)]
+
+
+def drawn_edges(edges: dict) -> set[tuple[str, str]]:
+    """(tail, head) as the arrows point: an edge up the second column is laid out reversed, with dir=back."""
+    return {(h, t) if e.get("dir") == "back" else (t, h) for (t, h), e in edges.items() if e.get("style") != "invis"}
+
+
+@pytest.mark.parametrize("cfg", COMPACT_CONFIGS, ids=["post", "pre-final"])
+def test_compact_drawing_keeps_the_taps_and_the_placement_table(cfg):
+    nodes, edges, _ = layout(diagram.layer_diagram(cfg, compact=True))
+    full_nodes, full_edges, _ = layout(diagram.layer_diagram(cfg))
+    assert set(nodes) == set(full_nodes) == {*TAPS, *([diagram.FINAL] if cfg.final_norm else [])}
+    assert drawn_edges(edges) == set(full_edges) == {(t, h) for t, h, _ in flow_edges(cfg.norm)} | (
+        {("output", diagram.FINAL)} if cfg.final_norm else set())
+    dashed = {e for e, attrs in edges.items() if attrs.get("style") == "dashed"}
+    res = {(t, h) for t, h, kind in flow_edges(cfg.norm) if kind == "res"}
+    assert drawn_edges({e: edges[e] for e in dashed}) == res | ({("output", diagram.FINAL)} if cfg.final_norm else set())
+
+
+def test_compact_columns_split_at_the_residual_stream_and_follow_the_norm_placement():
+    """Post-LN: attention column ends with LayerNorm 1 (after the add); Pre-LN: it ends with the add, and LayerNorm 2
+    heads the FFN column. Down the first column, up the second: input and output share the top row."""
+    for norm, first_last, second_first in (("post", "norm1", "ffn_hidden"), ("pre", "add1", "norm2")):
+        nodes = layout(diagram.layer_diagram(MINILM.replace(norm=norm), compact=True))[0]
+        x = {name: float(n["pos"].split(",")[0]) for name, n in nodes.items()}
+        y = {name: float(n["pos"].split(",")[1]) for name, n in nodes.items()}  # Graphviz: y grows upwards
+        order = flow_order(norm)
+        cut = order.index(first_last) + 1
+        first, second = order[:cut], order[cut:]
+        assert second[0] == second_first
+        assert all(y[a] > y[b] for a, b in zip(first, first[1:], strict=False)), f"{norm}: first column goes down"
+        assert all(y[a] < y[b] for a, b in zip(second, second[1:], strict=False)), f"{norm}: second column goes up"
+        assert y["input"] == y["output"] and x["input"] < x["output"]
+        assert max(x[t] for t in first) < min(x[t] for t in second[1:])  # side by side (the turn sits between)
+
+
+def test_compact_labels_are_short_and_true_to_the_config():
+    nodes, edges, clusters = layout(diagram.layer_diagram(MINILM, seq=9, compact=True, highlight="drop1"))
+    assert nodes["attn"]["label"] == "Self-Attention, 12 heads" and nodes["norm1"]["label"] == "LayerNorm"
+    assert nodes["ffn_hidden"]["label"] == "W1 + GELU: 9×1536" and nodes["input"]["label"] == "Input 9×384"
+    assert max(len(n["label"]) for n in nodes.values()) <= 24  # one short line each
+    assert any(c["label"] == "Post-LN layer × 6" for c in clusters)
+    drops = {e: a["label"] for e, a in edges.items() if a.get("label")}
+    assert set(drops.values()) == {"dropout 0.1"} and len(drops) == 3  # drop1, the FFN's hidden, drop2
+    assert edges["attn", "add1"]["color"] == diagram.HIGHLIGHT
+    other = layout(diagram.layer_diagram(COMPACT_CONFIGS[1], compact=True, highlight="drop2"))
+    assert other[0]["attn"]["label"] == "Self-Attention, 1 head" and other[0]["ffn_hidden"]["label"] == "W1 + RELU: T×256"
+    assert any(c["label"] == "Pre-LN layer × 2" for c in other[2])
+    assert {a.get("label") for a in other[1].values() if a.get("label")} == {"dropout off"}  # p=0: only the highlighted
+    assert "Final LayerNorm\\nafter layer 1" == other[0][diagram.FINAL]["label"]
+
+
+def test_compact_overlay_shows_short_numbers(trace):
+    stats = trace.stats()
+    nodes, _, clusters = layout(diagram.layer_diagram(trace.config, stats=stats, layer=1, compact=True))
+    rows = stats[stats.layer == 1].set_index("tap")
+    for tap in TAPS:
+        if tap == "output":  # the same tensor as the tap before it: drawn once, coloured like it
+            assert nodes[tap]["label"] == "Output" and nodes[tap]["fillcolor"] == nodes["norm2"]["fillcolor"]
+            continue
+        mean, std = (f"{v:.2f}".replace("-0.00", "0.00") for v in rows.loc[tap, ["mean", "std"]])
+        assert nodes[tap]["label"].endswith(f"μ {mean}  σ {std}"), nodes[tap]["label"]
+    assert any("statistics of layer 1" in c["label"] for c in clusters)
+
+
+@pytest.mark.parametrize("cfg", COMPACT_CONFIGS, ids=["post", "pre-final"])
+def test_compact_drawing_is_small_enough_to_draw_large(cfg):
+    """At the scale where its 11 pt text is 14 px on screen, the drawing fits DIAGRAM_HEIGHT and 420 px (a half
+    column of a 1024-wide projector); the full drawing would need more than twice the height."""
+    scale = figures.MIN_PRESENT_FONT / float(diagram.COMPACT_FONT)  # px per pt
+    for seq in (None, 16):
+        compact = json.loads(dot(diagram.layer_diagram(cfg, seq=seq, compact=True), "json"))["bb"]
+        full = json.loads(dot(diagram.layer_diagram(cfg, seq=seq), "json"))["bb"]
+        width, height = (float(v) for v in compact.split(",")[2:])
+        assert height * scale <= figures.DIAGRAM_HEIGHT and width * scale <= 420, (width, height)
+        assert 2 * height < float(full.split(",")[3])
+
+
+@pytest.mark.parametrize("title", HOSTILE_TITLES)
+def test_compact_hostile_titles_still_parse_and_change_no_node(title):
+    svg = dot(diagram.layer_diagram(MINILM, title=title, compact=True), "svg")
+    assert svg.count('class="node"') == len(TAPS) and svg.count(">LayerNorm<") == 2 and "<b>" not in svg
