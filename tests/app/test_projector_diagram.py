@@ -1,0 +1,67 @@
+"""The layer diagrams on a projector: Data flow and Step through a layer in presentation mode, in Chromium.
+
+At 1280x720 and 1024x768, for the pretrained model (Post-LN, statistics overlay on) and a custom Pre-LN model with a
+final LayerNorm (the tallest drawing): the compact diagram is drawn, its box lies whole on screen below Streamlit's
+header at first load, its smallest text is at least MIN_PRESENT_FONT (14 px) as drawn, and no label is cut.
+st.graphviz_chart sets one CSS font size for all SVG text: the drawn size is that size times the SVG's scale on screen.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from encoder.viz.figures import MIN_PRESENT_FONT
+from tests.app import test_projector
+from tests.app.test_browser import App, assert_clean, describe, settle
+from tests.app.test_projector import CUT_JS, FIT_JS, LOAD_MS
+
+app, projector = test_projector.app, test_projector.projector  # fixtures: one server; a browser per projector size
+
+DIAGRAM = '[data-testid="stMain"] [data-testid="stGraphVizChart"]'
+MODELS = {
+    "pretrained": ({}, ["Post-LN layer × 6", "Self-Attention, 12 heads", "W1 + GELU: 16×1536"]),
+    "custom-pre-final": ({"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "256", "num_layers": "2",
+                          "norm": "pre", "activation": "relu", "final_norm": "true"},
+                         ["Pre-LN layer × 2", "Self-Attention, 4 heads", "W1 + RELU: 16×256", "Final LayerNorm"]),
+}
+TEXT = "The animal didn't cross the street because it was too tired."  # 16 tokens with [CLS] and [SEP]
+
+# Every text of the diagram as drawn: its CSS font size times the SVG's scale, and its box's height.
+TEXTS_JS = """(sel) => [...document.querySelector(sel).querySelectorAll('svg text')]
+  .filter(t => t.textContent.trim())
+  .map(t => ({text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a,
+              height: t.getBoundingClientRect().height}))"""
+
+
+def open_diagram(page: Page, app: App, path: str, params: dict[str, str]) -> None:
+    """Open a page in presentation mode with these settings; return once its diagram is drawn and the app idle."""
+    page.goto(app.link(f"/{path}", params | {"present": "true"}))
+    try:
+        settle(page, timeout=LOAD_MS)
+        page.wait_for_function(f"() => document.querySelector('{DIAGRAM} svg text')", timeout=LOAD_MS, polling=200)
+        settle(page, ms=400)
+    except PlaywrightTimeout:
+        raise AssertionError(f"/{path} never drew its diagram: {describe(page, app)}") from None
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("path", ["diagram", "walkthrough"])
+def test_the_diagram_is_whole_on_screen_with_readable_text(projector, app, path, model):
+    page, since = projector, len(app.log.lines)
+    params, expected = MODELS[model]
+    open_diagram(page, app, path, params | {"text": TEXT})
+    assert_clean(page, app, since)
+    where = f"/{path} ({model}) at {page.viewport_size}"
+    texts = page.evaluate(TEXTS_JS, DIAGRAM)
+    shown = {t["text"] for t in texts}  # the heading on Data flow goes on: ", statistics of layer 5"
+    missing = [e for e in expected if not any(text.startswith(e) for text in shown)]
+    assert not missing, f"{where}: not the compact diagram of this config, no {missing} in {sorted(shown)}"
+    smallest = min(texts, key=lambda t: t["px"])
+    assert smallest["px"] >= MIN_PRESENT_FONT, f"{where}: text drawn below {MIN_PRESENT_FONT} px: {smallest}"
+    box = page.evaluate(FIT_JS, [DIAGRAM, False])
+    assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, f"{where}: diagram off screen: {box}"
+    assert box["left"] >= 0 and box["right"] <= box["vw"], f"{where}: diagram wider than the screen: {box}"
+    cut = page.evaluate(CUT_JS)  # Data flow's controls moved into the narrower right-hand column
+    assert not cut, f"{where}: labels or buttons cut off: {cut}"
