@@ -137,6 +137,15 @@ def use(tab: Tab, rng: random.Random, control: Widget | str) -> str:
         value = other(rng, [0, 1, 7, rng.randrange(2, 10_000), settings.MAX_SEED], int(w.value or 0))
         tab.type_number(w.key, value)
         return f"number {w.key} = {value}"
+    if w.kind == "stMultiSelect":
+        offered = [] if w.chips and rng.random() < 0.5 else tab.open_multi(w.key)
+        if not offered:  # remove a chip (also when every option is already chosen)
+            chip = rng.choice(w.chips)
+            tab.unpick_multi(w.key, chip)
+            return f"multiselect {w.key} - {chip!r}"
+        option = rng.choice(offered)
+        tab.pick_multi(option)
+        return f"multiselect {w.key} + {option!r}"
     if w.kind in ("stTextArea", "stTextInput"):
         pool = {"text": SENTENCES, "text_b": SECOND_SENTENCES}.get(key, WORDS)
         text = other(rng, pool, w.value)
@@ -235,6 +244,8 @@ def change(tab: Tab, w: Widget) -> str:
         tab.slide(w.key, 1 if at < hi else -1)
     elif w.kind == "stNumberInput":
         tab.type_number(w.key, int(w.value) + 1)
+    elif w.kind == "stMultiSelect":
+        tab.pick_multi(tab.open_multi(w.key)[-1])
     elif w.kind in ("stTextArea", "stTextInput"):
         tab.type_text(w.key, target or f"{w.value} and more")
     else:
@@ -298,6 +309,7 @@ def test_every_control_then_every_page(tabs):
         log.append(f"open {title!r}")
         change_page_controls(tab, log)
         expect[path] = {w.setting for w in tab.widgets() if w.setting and not w.sidebar and w.setting != "text"}
+    assert {"follow", "ablate"} <= set().union(*expect.values()), f"the multiselects were not driven: {expect}"
     tour(tab, log, expect)
     tab.nav("Attention")
     tab.pick_segment("w-view", settings.VIEW_LABELS["head"])  # the View hid Head and Average; they are still set

@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from playwright.sync_api import Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from encoder.viz.diagram import printable
 from tests.app.server import READY, ROOT, ServerLog
 from ui import quiz, settings
+from ui.purpose import ablate_label
 from ui.settings import SETTINGS
 
 # Plain-text tracebacks in the server log, and no hot reload while other people save files.
@@ -105,6 +108,11 @@ WIDGETS_JS = """() => {
       const input = w.querySelector('input');
       value = input.value;
       disabled = input.disabled;
+    } else if (kind === 'stMultiSelect') {  // the chips of the live box (a <template> copy of them sits beside it)
+      const combo = w.querySelector('.react-aria-ComboBox');
+      value = [...combo.querySelectorAll('[data-tag] > span[title]')].map(e => e.innerText.trim()).join('\\n');
+      const input = combo.querySelector('input');
+      disabled = !input || input.disabled;
     } else if (kind === 'stTextArea') {
       const area = w.querySelector('textarea');
       value = area.value;
@@ -148,7 +156,15 @@ class Widget:
 
     @property
     def setting(self) -> str | None:
-        return self.key[2:] if self.key.startswith("w-") else None
+        for prefix in ("w-", "ms-"):  # ms-: a multiselect its page binds to the store itself (Knock out, Trajectories)
+            if self.key.startswith(prefix):
+                return self.key.removeprefix(prefix)
+        return None
+
+    @property
+    def chips(self) -> list[str]:
+        """A multiselect's chosen options, as its chips show them."""
+        return self.value.split("\n") if self.value else []
 
 
 # --------------------------------------------------------------------------------------------------- the server
@@ -291,6 +307,31 @@ class Tab:
         choice = self.page.locator('[role="listbox"]').last.get_by_role("option", name=option, exact=True)
         self.settle(lambda: choice.click())
 
+    def open_multi(self, key: str) -> list[str]:
+        """Open a multiselect's list and return the options it offers (the chosen ones are not offered again)."""
+        combo = self.container(key).locator(".react-aria-ComboBox")
+        combo.get_by_role("button", name="Open", exact=True).click()
+        listbox = self.page.locator('[role="listbox"]').last
+        listbox.wait_for(timeout=10_000)
+        try:  # every option already chosen leaves the list empty
+            listbox.locator('[role="option"]').first.wait_for(timeout=5_000)
+        except PlaywrightTimeout:
+            self.page.keyboard.press("Escape")
+            return []
+        return [t.strip() for t in listbox.locator('[role="option"]').all_inner_texts()]
+
+    def pick_multi(self, option: str) -> None:
+        """Add `option` from an opened multiselect's list, then close the list."""
+        choice = self.page.locator('[role="listbox"]').last.get_by_role("option", name=option, exact=True)
+        self.settle(lambda: choice.click())
+        self.page.keyboard.press("Escape")
+
+    def unpick_multi(self, key: str, chip: str) -> None:
+        """Remove one chosen option with its chip's cross."""
+        combo = self.container(key).locator(".react-aria-ComboBox")
+        cross = combo.get_by_role("button", name=f"Remove {chip}", exact=True)
+        self.settle(lambda: cross.click())
+
     def slide(self, key: str, presses: int, wait_each: bool = True) -> None:
         """Move a slider's thumb with the keyboard: right for presses > 0, left for presses < 0.
 
@@ -360,12 +401,27 @@ def expected_display(key: str, values: dict[str, Any]) -> str | None:
     return SETTINGS[key].show(values[key])
 
 
+def multi_labels(key: str, values: dict[str, Any]) -> list[str]:
+    """The chips a multiselect may show for these settings: the URL's tokens to follow or knock-outs."""
+    if key == "follow":
+        return [printable(t) for t in values["follow"].split()]
+    if key == "ablate":
+        return [ablate_label(code.strip()) for code in values["ablate"].split(",") if code.strip()]
+    raise AssertionError(f"a multiselect for {key!r}, which the walk does not know")
+
+
 def mismatches(widgets: list[Widget], values: dict[str, Any]) -> list[str]:
     """Every drawn setting widget whose label or displayed value disagrees with `values` (the URL's settings)."""
     wrong = []
     for w in widgets:
         key = w.setting
         if key is None:
+            continue
+        if w.kind == "stMultiSelect":
+            # Its options are this sentence's tokens or this model's heads: every chip must be one the URL names.
+            extra = set(w.chips) - set(multi_labels(key, values))
+            if extra or len(set(w.chips)) != len(w.chips):
+                wrong.append(f"{key}: chips {w.chips}, the URL says {values.get(key)!r}")
             continue
         if not key.startswith("quiz_"):
             if key not in SETTINGS:
