@@ -3,6 +3,10 @@
 Run from the repo root: `python benchmarks/browser_bench.py` (about 4 minutes on 2 cores; `--runs 3` is quicker).
 Needs /usr/bin/chromium (or $CHROMIUM). Prints tables, then one JSON line with every figure and the machine.
 
+`--quick` times only head and layer changes at 512 tokens (issue 15: <= 200 ms); `--baseline DIR` (with --quick)
+also serves another checkout of the app, e.g. `git archive HEAD | tar -x -C /tmp/base`, and alternates the same
+actions between the two pages, so old and new code are compared under the same load in one run.
+
 Measured (medians over --runs runs; the browser itself is started once, outside every timing):
 
 - cold start: from launching the server process to the first attention heatmap drawn in a fresh browser context
@@ -27,12 +31,15 @@ are printed with the machine. See benchmarks/RESULTS-app.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import platform
 import statistics
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from benchmarks.machine import cpu_name  # noqa: E402
+from tests.app import server as _server  # noqa: E402
 from tests.app.server import launch, streamlit_server, wait_ready  # noqa: E402
 
 VIEWPORT = {"width": 1400, "height": 1000}
@@ -53,6 +61,7 @@ TARGETS = {  # issue 5, seconds
     "head": 0.3,
     "layer": 0.3,
 }
+QUICK_TARGET = 0.2  # issue 15: a head or layer change at 512 tokens, seconds
 BODY = ("reads the long story to the class and every child hears each word with great care while the rain falls "
         "on the old school roof").split()
 SUBJECTS = ("teacher student farmer doctor pilot writer singer baker painter driver lawyer nurse child mother father "
@@ -243,10 +252,82 @@ def summarise(rs: list[dict]) -> dict:
             "bytes": int(statistics.median(r["bytes"] for r in rs))}
 
 
+def step_to_new(page, seen: set[tuple[int, int]], kind: str):
+    """The next head (kind "head") or layer step (kind "layer") that shows a (layer, head) this session has not seen;
+    returns (fire, title). A layer step with no unseen neighbour first moves to an unseen head, untimed."""
+    layer, head = current(page)
+    if kind == "head":
+        new = next(h for h in itertools.chain(range(head + 1, 12), range(head)) if (layer, h) not in seen)
+        seen.add((layer, new))
+        return pick_head(page, new), f"layer {layer}, head {new}"
+    for key, new in (("ArrowRight", layer + 1), ("ArrowLeft", layer - 1)):
+        if 0 <= new < 6 and (new, head) not in seen:
+            seen.add((new, head))
+            return step_layer(page, key), f"layer {new}, head {head}"
+    fire, title = step_to_new(page, seen, "head")
+    act(page, fire, title=title)
+    return step_to_new(page, seen, "layer")
+
+
+def quick(args) -> None:
+    """Head and layer changes at 512 tokens only; with --baseline, the same actions alternate between two servers."""
+    info = machine()
+    roots = {"new": ROOT} | ({"old": Path(args.baseline).resolve()} if args.baseline else {})
+    text = sentence(512, 1)
+    rows: dict[str, dict[str, list[dict]]] = {name: {"head": [], "layer": []} for name in roots}
+    with sync_playwright() as pw, contextlib.ExitStack() as stack:
+        browser = launch(pw)
+        stack.callback(browser.close)
+        pages, seen = {}, {}
+        for name, root in roots.items():
+            _server.ROOT = root  # streamlit_server() runs ROOT / "app.py" with ROOT as the working directory
+            url, _ = stack.enter_context(streamlit_server(timeout=120))
+            _, page = new_page(browser)
+            page.goto(f"{url}/?{urllib.parse.urlencode({'text': text})}")
+            page.wait_for_function(FIRST_DRAWN, polling="raf", timeout=TIMEOUT_MS)
+            wait_ready(page, TIMEOUT_MS)
+            pages[name], seen[name] = page, {current(page)}
+        _server.ROOT = ROOT
+        order = list(roots)
+        for i in range(args.runs):
+            for kind in ("head", "layer"):
+                for name in order if i % 2 == 0 else order[::-1]:  # neither side always goes first
+                    fire, title = step_to_new(pages[name], seen[name], kind)
+                    rows[name][kind].append(act(pages[name], fire, title=title))
+    info["loadavg_end"] = os.getloadavg()[0]
+    print(f"machine: {info['cpu']}, {info['cores']} cores, Chromium headless, {info['date']}; load average "
+          f"{info['loadavg_start']:.1f} at start, {info['loadavg_end']:.1f} at end")
+    print(f"\n512 tokens, median of {args.runs} (s): redrawn = input event -> heatmap painted = server + browser; "
+          f"target <= {QUICK_TARGET:g} s")
+    head = f"{'code':<5} {'action':<11} {'redrawn':>8} {'min':>6} {'server':>7} {'browser':>8} {'ready':>6} {'ws bytes':>10}"
+    print(head + "\n" + "-" * len(head))
+    summary = {}
+    for name in roots:
+        for kind in ("head", "layer"):
+            s = summary[f"{name}_{kind}"] = summarise(rows[name][kind])
+            print(f"{name:<5} {'new ' + kind:<11} {s['redrawn']:>8.3f} {s['min']:>6.3f} {s['server']:>7.3f} "
+                  f"{s['browser']:>8.3f} {s['ready']:>6.3f} {s['bytes']:>10,}")
+    if "old" in roots:
+        for kind in ("head", "layer"):
+            new, old = summary[f"new_{kind}"]["redrawn"], summary[f"old_{kind}"]["redrawn"]
+            print(f"{kind}: new / old = {new / old:.2f}")
+    print(json.dumps({"benchmark": "browser-quick", "machine": info, "runs": args.runs, "baseline": args.baseline,
+                      "summary": summary, "rows": rows}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median reported)")
+    parser.add_argument("--quick", action="store_true", help="only head and layer changes at 512 tokens (1..12 runs)")
+    parser.add_argument("--baseline", metavar="DIR", help="with --quick: another checkout to compare, served alongside")
     args = parser.parse_args()
+    if args.quick:
+        if not 1 <= args.runs <= 12:
+            parser.error("--runs must be 1..12 with --quick (every timed view must be new: 6 layers x 12 heads)")
+        quick(args)
+        return
+    if args.baseline:
+        parser.error("--baseline needs --quick")
     if not 1 <= args.runs <= 5:
         parser.error("--runs must be 1..5 (every timed sentence, head and layer must be new to the session)")
     t_start = time.perf_counter()

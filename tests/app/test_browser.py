@@ -8,18 +8,24 @@ turn into markup. Screenshots go to artifacts/ (git-ignored).
 
 from __future__ import annotations
 
+import io
 import re
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import plotly.colors
 import pytest
+from PIL import Image
 from playwright.sync_api import Page, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+import encoder
 from encoder import TAPS
 from encoder.config import EncoderConfig
 from encoder.tokenizer import encode
+from encoder.viz import figures
 from encoder.viz.diagram import layer_diagram, printable
 from tests.app.server import READY, ROOT, ServerLog, launch, streamlit_server
 from tests.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
@@ -316,6 +322,93 @@ def test_heatmap_margins_fit_its_labels_in_one_pass(page, app, text, present):
     m = page.evaluate(MARGINS_JS)
     assert all(m["used"][side] == m["given"][side] for side in "lbr"), f"plotly had to widen the margins: {m}"
     assert m["left"] >= 0 and m["right"] <= m["width"] and m["bottom"] <= m["height"], f"a label is cut off: {m}"
+    assert_clean(page, app, since)
+
+
+# The one-head heatmap as the browser holds and paints it: plotly's z (decoded, one row per query), the heatmap
+# image's own pixels (plotly paints one pixel per cell when it can, and tells the browser to scale it without
+# smoothing) and where that image sits on screen.
+EXACT_JS = """async () => {
+  const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+  const im = gd.querySelector('g.hm image');
+  const src = new Image();
+  src.src = im.getAttribute('href');
+  await src.decode();
+  const canvas = document.createElement('canvas');
+  [canvas.width, canvas.height] = [src.naturalWidth, src.naturalHeight];
+  const ctx = canvas.getContext('2d');
+  ctx.drawImage(src, 0, 0);
+  const box = im.getBoundingClientRect();
+  return {z: gd._fullData[0].z.map(row => Array.from(row)), zsmooth: gd._fullData[0].zsmooth,
+          rendering: getComputedStyle(im).imageRendering, size: [canvas.width, canvas.height],
+          pixels: Array.from(ctx.getImageData(0, 0, canvas.width, canvas.height).data),
+          box: {x: box.x, y: box.y, width: box.width, height: box.height}};
+}"""
+HOVER_JS = "() => document.querySelector('[data-testid=\"stPlotlyChart\"] .hoverlayer .hovertext')?.textContent ?? null"
+# Varied words, so neighbouring cells differ and a smoothed picture shows (600 words: truncated to 512 tokens).
+EXACT_TEXT = " ".join((("the teacher reads the long story to the class and every child hears each word with great "
+                        "care while the rain falls on the old school roof").split() * 30)[:600])
+
+
+def nearest_neighbour_share(shot: np.ndarray, src: np.ndarray) -> float:
+    """Share of the on-screen pixels at cell edges (where the two source pixels either side differ) that equal a
+    source pixel within one cell of the nearest one: 1.0 when scaled without smoothing, ~0.4 when interpolated."""
+    h, w = shot.shape[:2]
+    sy = np.minimum(((np.arange(h) + 0.5) * src.shape[0] / h).astype(int), src.shape[0] - 1)
+    sx = np.minimum(((np.arange(w) + 0.5) * src.shape[1] / w).astype(int), src.shape[1] - 1)
+    rows = lambda d: np.clip(sy + d, 0, src.shape[0] - 1)  # noqa: E731
+    cols = lambda d: np.clip(sx + d, 0, src.shape[1] - 1)  # noqa: E731
+    equal = np.zeros((h, w), bool)
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            equal |= (shot == src[rows(dy)][:, cols(dx)]).all(-1)
+    edge = (np.abs(src[sy][:, cols(-1)] - src[sy][:, cols(1)]) > 8).any(-1)
+    assert edge.sum() > 1000, "too few cell edges to tell a smoothed picture from a sharp one"
+    return float(equal[edge].mean())
+
+
+@pytest.mark.browser
+def test_512_token_heatmap_is_exact_in_the_browser(page, app):
+    """Issue 15: the one-head view at 512 tokens must stay exact however its redraw is sped up. The chart holds
+    every one of the 512 x 512 weights of the model (no block-averaging, no rounding or quantising on the way),
+    each cell is painted in its own weight's colour, the browser scales the picture without smoothing, and the
+    hover shows the weight."""
+    since = len(app.log.lines)
+    layer, head = 4, 7
+    trace = encoder.run(encoder.load_pretrained(), EXACT_TEXT)
+    assert trace.seq_len == 512
+    weights = trace.attention[layer, head].numpy()  # (T, T)
+    open_app(page, app, params={"text": EXACT_TEXT, "layer": str(layer), "head": str(head)})
+    wait_heatmap(page, app, heatmap_labels(EXACT_TEXT), f"layer {layer}, head {head}", timeout=LOAD_MS)
+    held = page.evaluate(EXACT_JS)
+
+    z = np.asarray(held["z"], dtype=np.float64)
+    assert z.shape == (512, 512), f"the chart holds {z.shape} cells, not one per query x key"
+    np.testing.assert_allclose(z, weights, rtol=1e-6, atol=1e-9, err_msg="the chart's z is not the model's weights")
+
+    assert not held["zsmooth"] and held["rendering"] == "pixelated", held["rendering"]
+    assert held["size"] == [512, 512], f"plotly painted {held['size']} pixels, not one per cell"
+    pixels = np.asarray(held["pixels"], dtype=np.float64).reshape(512, 512, 4)[..., :3]  # row = query, as on screen
+    stops = [(at, plotly.colors.unlabel_rgb(rgb)) for at, rgb in plotly.colors.get_colorscale(figures.ATTENTION_SCALE)]
+    expected = np.stack([np.interp(weights, [at for at, _ in stops], [rgb[k] for _, rgb in stops]) for k in range(3)],
+                        axis=-1)
+    worst = np.abs(pixels - expected).max()
+    assert worst <= 1, f"a cell's colour is {worst:.1f} levels away from its weight's colour"
+
+    box = held["box"]
+    shot = page.screenshot(clip=box)
+    screen = np.asarray(Image.open(io.BytesIO(shot)).convert("RGB"), dtype=np.float64)
+    share = nearest_neighbour_share(screen, pixels)
+    assert share >= 0.99, f"only {share:.1%} of the screen pixels at cell edges are cell colours: smoothed"
+
+    for q in (1, 256, 510):  # the strongest key of a few queries, hovered at the cell's centre
+        k = int(weights[q].argmax())
+        page.mouse.move(box["x"] + (k + 0.5) * box["width"] / 512, box["y"] + (q + 0.5) * box["height"] / 512)
+        shown = f"{figures.label(trace.tokens[q])} ({q}) → {figures.label(trace.tokens[k])} ({k}): {weights[q, k]:.3f}"
+        try:
+            page.wait_for_function(f"(want) => ({HOVER_JS})() === want", arg=shown, timeout=CHANGE_MS)
+        except PlaywrightTimeout:
+            raise AssertionError(f"hover shows {page.evaluate(HOVER_JS)!r}, not {shown!r}") from None
     assert_clean(page, app, since)
 
 
