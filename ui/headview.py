@@ -19,6 +19,7 @@ import functools
 import hashlib
 import json
 import struct
+import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -79,12 +80,13 @@ def nearest_first(layer: int, num_layers: int) -> list[int]:
 
 
 def payload(trace: encoder.Trace, sel: dict[str, Any], *, name: str, present: bool = False, trace_id: str = "",
-            weights: np.ndarray | None = None, deflated: Callable[[int], bytes] | None = None) -> bytes:
+            weights: np.ndarray | None = None, deflated: Callable[[int], bytes | None] | None = None) -> bytes:
     """The component's data: tokens, sizes and the chosen view in the header, then the shipped layers' weights.
 
     sel: {"layer", "head", "avg", "query"}. Up to FULL_UP_TO tokens: all layers as uint16 (weights: quantise() of
     them if already computed). Longer: 8-bit deflated layers, nearest the chosen one first, while they fit in
-    SHIP_LIMIT (the chosen one always); deflated(layer) gives one layer's bytes (default: deflated_layer).
+    SHIP_LIMIT (the chosen one always); deflated(layer) gives one layer's bytes (default: deflated_layer), or None
+    to leave that layer out.
     """
     header = dict(v=2, id=trace_id or f"{trace.text!r}:{trace.seq_len}", T=trace.seq_len, L=trace.num_layers,
                   H=trace.num_heads, tokens=trace.tokens, sel=sel, name=name, present=present)
@@ -95,6 +97,8 @@ def payload(trace: encoder.Trace, sel: dict[str, Any], *, name: str, present: bo
     layers, chunks, size = [], [], 0
     for n in nearest_first(sel["layer"], trace.num_layers):
         chunk = deflated(n)
+        if chunk is None:  # not at hand (still being prepared): the browser asks for it if it is needed
+            continue
         if layers and size + len(chunk) > SHIP_LIMIT:
             break
         layers.append(n)
@@ -136,14 +140,42 @@ def _deflated(key: tuple, trace: encoder.Trace, layer: int) -> bytes:
                      ).numpy().tobytes()
 
 
+def _at_hand(key: tuple, trace: encoder.Trace, chosen: int, layer: int) -> bytes | None:
+    """The chosen layer's bytes (computed if need be); another layer's only if already deflated."""
+    if layer == chosen:
+        return _deflated(key, trace, layer)
+    cached = CACHE.peek(("headview8", *key, layer))
+    return None if cached is None else cached.numpy().tobytes()
+
+
+_PREPARING: set[tuple] = set()  # traces whose layers a background thread is deflating
+
+
+def _prepare(key: tuple, trace: encoder.Trace) -> None:
+    """Deflate every layer in the background, so a layer switch finds its layer (and neighbours) ready."""
+    if key in _PREPARING:
+        return
+    _PREPARING.add(key)
+
+    def work() -> None:
+        try:
+            for n in range(trace.num_layers):
+                _deflated(key, trace, n)
+        finally:
+            _PREPARING.discard(key)
+
+    threading.Thread(target=work, name="headview-prepare", daemon=True).start()
+
+
 def ships_all(fr: Any, trace: encoder.Trace) -> bool:
     """Whether every layer of the trace is in the browser at once (else a layer switch may ask the app)."""
     if trace.seq_len <= FULL_UP_TO:
         return True
     key, size = _key(fr), 0
-    for n in range(trace.num_layers):
+    for n in nearest_first(selection(trace)["layer"], trace.num_layers):
         size += len(_deflated(key, trace, n))
         if size > SHIP_LIMIT:
+            _prepare(key, trace)
             return False
     return True
 
@@ -155,9 +187,11 @@ def _draw(fr: Any, trace: encoder.Trace, *, fetching: bool) -> None:
         cached = CACHE.get(("headview", *key), lambda: torch.from_numpy(quantise(trace.attention).view(np.int16)))
         data = payload(trace, sel, name=export_name(trace, "heads"), present=fr.present, trace_id=trace_id,
                        weights=cached.numpy().view("<u2"))
-    else:
+    else:  # where layers are fetched, a fetch waits for its own layer only; neighbours go along if ready
+        deflated = (functools.partial(_at_hand, key, trace, sel["layer"]) if fetching
+                    else functools.partial(_deflated, key, trace))
         data = payload(trace, sel, name=export_name(trace, "heads"), present=fr.present, trace_id=trace_id,
-                       deflated=functools.partial(_deflated, key, trace))
+                       deflated=deflated)
     _mount(key=KEY, data=data, on_pick_change=functools.partial(_picked, fetching), width="stretch", height="content")
 
 

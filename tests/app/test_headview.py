@@ -215,6 +215,20 @@ COUNT_RUNS = """() => {
 }"""
 
 
+# Click a layer; when its lines are drawn, the script runs so far and the walkthrough's headings.
+SWITCHED_JS = f"""(layer) => new Promise((resolve) => {{
+  const r = ({HV})();
+  const obs = new MutationObserver(() => {{
+    if (r.dataset.layer !== String(layer) || r.classList.contains('loading')) return;
+    obs.disconnect();
+    resolve({{runs: window.__runs, held: r.dataset.held,
+              headings: [...document.querySelectorAll('h3')].map(h => h.textContent).join(' | ')}});
+  }});
+  obs.observe(r, {{attributes: true}});
+  r.querySelector(`button[data-layer="${{layer}}"]`).click();
+}})"""
+
+
 def test_long_input_switches_layers_without_a_script_run_and_says_its_precision(page, app, model):
     text = BY_ID["repeated_600_tokens"]
     trace = run(model, text)
@@ -223,13 +237,12 @@ def test_long_input_switches_layers_without_a_script_run_and_says_its_precision(
     s = wait_state(page, lambda s: s["held"] == "0,1,2,3,4,5" and not s["loading"])
     assert s["shipped"] == "all" and s["t"] == "512" and "8-bit" in s["status"] and "± 0.002" in s["status"]
     page.evaluate(COUNT_RUNS)
-    page.locator('.hv button[data-layer="4"]').click()
+    got = page.evaluate(SWITCHED_JS, 4)  # when layer 4 is drawn, before the settled choice goes back (1 s later)
+    assert got["runs"] == 0 and "Inside layer 3, head 1" in got["headings"], got  # drawn from what the browser holds
     token(page, "left", 7).hover()
     s = wait_state(page, lambda s: s["layer"] == "4" and s["focus"] == "q7" and s["lines"])
     check_lines(s["lines"], trace.attention[4, 1:2, 7], 7, ["1"], tol=TOL_8)
-    assert page.evaluate("() => window.__runs") == 0  # drawn from what the browser holds: no walkthrough rerun
     assert "± 0.002" in s["status"]
-    assert page.get_by_text("Inside layer 3, head 1").count() == 1
     # Once the clicking stops the choice reaches the app in one run, and the walkthrough follows.
     page.wait_for_function("() => location.search.includes('layer=4')", timeout=CHANGE_MS)
     settle(page)
@@ -246,18 +259,6 @@ def test_long_input_switches_layers_without_a_script_run_and_says_its_precision(
 
 # 8 layers × 16 heads at 512 tokens: ~0.6 MB a layer deflated, so not all of them fit in SHIP_LIMIT.
 BIG = {"model": "custom", "d_model": "64", "num_heads": "16", "d_ff": "128", "num_layers": "8"}
-# Click a layer; when its lines are drawn, the script runs so far and the walkthrough's headings.
-FETCH_JS = f"""(layer) => new Promise((resolve) => {{
-  const r = ({HV})();
-  const obs = new MutationObserver(() => {{
-    if (r.dataset.layer !== String(layer) || r.classList.contains('loading')) return;
-    obs.disconnect();
-    resolve({{runs: window.__runs, held: r.dataset.held,
-              headings: [...document.querySelectorAll('h3')].map(h => h.textContent).join(' | ')}});
-  }});
-  obs.observe(r, {{attributes: true}});
-  r.querySelector(`button[data-layer="${{layer}}"]`).click();
-}})"""
 
 
 def test_a_layer_that_did_not_fit_reruns_the_head_view_alone(page, app):
@@ -267,7 +268,7 @@ def test_a_layer_that_did_not_fit_reruns_the_head_view_alone(page, app):
     assert s["shipped"] == "some" and 3 in held and len(held) < 8
     missing = max(set(range(8)) - held)
     page.evaluate(COUNT_RUNS)
-    got = page.evaluate(FETCH_JS, missing)
+    got = page.evaluate(SWITCHED_JS, missing)
     assert got["runs"] == 1, got  # one run brought the layer ...
     assert "Inside layer 3, head 1" in got["headings"], got  # ... and it was not the walkthrough's
     assert str(missing) in got["held"].split(",")
