@@ -160,6 +160,9 @@ def _legend(lo: float, hi: float, any_nonfinite: bool, compact: bool = False) ->
 # presentation mode, whose root font is 18.4 px), whatever the DOT says; the compact drawing is laid out for that size,
 # so its boxes fit its text and its text grows only with the drawing's scale.
 COMPACT_FONT = "11"
+# Graphviz sizes text with built-in metrics, by name: Arial's for Helvetica, Times' for an unknown name such as
+# sans-serif, which are narrower than Streamlit's font and would let labels stick out of their boxes.
+COMPACT_FONTNAME = "Helvetica"
 # Graph, node and edge attributes of the full drawing (False) and the compact one (True), which is for a projector:
 # one column per sub-layer with tight spacing, short enough to be drawn large below the title of a 16:9 or 4:3 screen.
 STYLES = {
@@ -168,11 +171,11 @@ STYLES = {
             dict(shape="box", style="filled,rounded", fontname=FONT, fontsize="14", fontcolor=INK, color="#495057",
                  penwidth="1.2", margin="0.18,0.07"),
             dict(fontname=FONT, fontsize="12", fontcolor="#495057", color="#495057", arrowsize="0.7")),
-    True: (dict(rankdir="TB", fontname=FONT, fontsize=COMPACT_FONT, fontcolor=INK, nodesep="0.2", ranksep="0.15",
+    True: (dict(rankdir="TB", fontname=COMPACT_FONTNAME, fontsize=COMPACT_FONT, fontcolor=INK, nodesep="0.2", ranksep="0.15",
                 newrank="true", labelloc="t", pad="0.03"),
-           dict(shape="box", style="filled,rounded", fontname=FONT, fontsize=COMPACT_FONT, fontcolor=INK,
+           dict(shape="box", style="filled,rounded", fontname=COMPACT_FONTNAME, fontsize=COMPACT_FONT, fontcolor=INK,
                 color="#495057", penwidth="1", margin="0.08,0.03", width="0.4", height="0.3"),
-           dict(fontname=FONT, fontsize=COMPACT_FONT, fontcolor="#495057", color="#495057", arrowsize="0.6")),
+           dict(fontname=COMPACT_FONTNAME, fontsize=COMPACT_FONT, fontcolor="#495057", color="#495057", arrowsize="0.6")),
 }
 
 
@@ -214,8 +217,11 @@ def layer_diagram(
         if rows is not None:
             heading.append(f"statistics of layer {layer}")
     with g.subgraph(name="cluster_layer") as outer:
-        outer.attr(label=_text(*heading), style="filled,rounded", fillcolor="#f8f9fa", color="#ced4da",
-                   fontsize=COMPACT_FONT if compact else "16", labeljust="c", margin="6" if compact else "16")
+        # Compact: the heading on the left, clear of the edge up to a final LayerNorm; no border, since dot may
+        # set an edge label of the right-hand column partly outside the cluster.
+        outer.attr(label=_text(*heading), style="filled,rounded", fillcolor="#f8f9fa",
+                   color="#f8f9fa" if compact else "#ced4da", fontsize=COMPACT_FONT if compact else "16",
+                   labeljust="l" if compact else "c", margin="6" if compact else "16")
         inner = outer.subgraph(name="cluster_stats") if rows is not None else nullcontext(outer)
         with inner as body:
             if rows is not None:

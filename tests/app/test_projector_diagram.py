@@ -8,16 +8,16 @@ st.graphviz_chart sets one CSS font size for all SVG text: the drawn size is tha
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Browser, Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from encoder.viz.figures import MIN_PRESENT_FONT
-from tests.app import test_projector
-from tests.app.test_browser import App, assert_clean, describe, settle
-from tests.app.test_projector import CUT_JS, FIT_JS, LOAD_MS
-
-app, projector = test_projector.app, test_projector.projector  # fixtures: one server; a browser per projector size
+from tests.app.server import launch, streamlit_server
+from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
+from tests.app.test_projector import CUT_JS, FIT_JS, LOAD_MS, VIEWPORTS
 
 DIAGRAM = '[data-testid="stMain"] [data-testid="stGraphVizChart"]'
 MODELS = {
@@ -46,10 +46,30 @@ def open_diagram(page: Page, app: App, path: str, params: dict[str, str]) -> Non
         raise AssertionError(f"/{path} never drew its diagram: {describe(page, app)}") from None
 
 
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[App, Browser]]:
+    """One app server and one Chromium for the module."""
+    with streamlit_server(env=SERVER_ENV) as (url, proc), sync_playwright() as pw:
+        browser = launch(pw)
+        yield App(url, ServerLog(proc.stdout)), browser
+        browser.close()
+
+
 @pytest.mark.parametrize("model", list(MODELS))
 @pytest.mark.parametrize("path", ["diagram", "walkthrough"])
-def test_the_diagram_is_whole_on_screen_with_readable_text(projector, app, path, model):
-    page, since = projector, len(app.log.lines)
+@pytest.mark.parametrize("size", VIEWPORTS, ids=[f"{w}x{h}" for w, h in VIEWPORTS])
+def test_the_diagram_is_whole_on_screen_with_readable_text(served, size, path, model):
+    app, browser = served
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page, since = context.new_page(), len(app.log.lines)
+    page.dialogs = []
+    try:
+        check_diagram(page, app, path, model, since)
+    finally:
+        context.close()
+
+
+def check_diagram(page: Page, app: App, path: str, model: str, since: int) -> None:
     params, expected = MODELS[model]
     open_diagram(page, app, path, params | {"text": TEXT})
     assert_clean(page, app, since)
