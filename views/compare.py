@@ -10,7 +10,8 @@ from ui import captions
 
 LONG = 256  # tokens above which the difference map is drawn only on request (page payload <= 3 MB at 512)
 fr, trace = ui.need_trace()
-mode = ui.widget("compare")
+# On a projector the options name themselves: without the label the main figure is whole on screen at first load.
+mode = ui.widget("compare", label_visibility="collapsed" if fr.present else "visible")
 
 
 def placements() -> None:
@@ -34,20 +35,25 @@ def placements() -> None:
     layer = ui.layer_slider(trace.num_layers, layer_col)
     head = ui.head_select(trace.num_heads, head_col)
     scale = ui.widget("scale", cols[2])
-    if rewired:  # shown in presentation mode too: students would read the rewired column as "what Pre-LN looks like"
-        share = captions.cls_share(runs[other], layer, head)
-        st.warning(f"{rewired} Here {share:.0%} of its rows put their largest weight on [CLS] or [SEP].",
-                   icon=":material/warning:")
+    # The rewired note is shown in presentation mode too (students would read the rewired column as "what Pre-LN
+    # looks like"), there just below the pair, whose column title already says "(rewired)": the pair stays whole
+    # on a 720 px screen.
+    note = (f"{rewired} Here {captions.cls_share(runs[other], layer, head):.0%} of its rows put their largest weight "
+            "on [CLS] or [SEP]." if rewired else "")
+    if note and not fr.present:
+        st.warning(note, icon=":material/warning:")
     tag = figures.model_tag(trace.config, fr.model_key)
     pair = figures.attention_pair({names["post"]: post, names["pre"]: pre}, layer, head, scale=scale,
                                   presentation=fr.present)
     st.plotly_chart(pair, config=figures.png_config(figures.export_name(trace, "post-vs-pre", f"L{layer}", f"H{head}",
                                                                         model=tag)))
+    if note and fr.present:
+        st.warning(note, icon=":material/warning:")
     left, right = st.columns(2)
     # Past LONG tokens the exact pair above is already ~3 MB; the difference map (another ~1.5 MB) comes on request.
     if trace.seq_len <= LONG or ui.widget("diff_long", left):
         diff = figures.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.tokens,
-                                            "Post-LN − Pre-LN (same layer and head)", presentation=fr.present)
+                                            "Post-LN − Pre-LN", presentation=fr.present)
         left.plotly_chart(diff, config=figures.png_config(figures.export_name(trace, "post-minus-pre", f"L{layer}",
                                                                               f"H{head}", model=tag)))
     right.plotly_chart(figures.residual_norms({names["post"]: post, names["pre"]: pre}, presentation=fr.present),
@@ -59,7 +65,14 @@ def placements() -> None:
 
 
 def sentences() -> None:
-    text_b = ui.widget("text_b", height=68)
+    # On a projector the second sentence folds into a popover in the row of Layer and Token, as the first one does in
+    # the frame, so the first map is whole on screen at first load; its label holds no user text.
+    if fr.present:
+        box, *cols = st.columns([3, 3, 2], vertical_alignment="bottom")
+        box = box.popover("Second sentence", icon=":material/edit_note:", width="stretch", key="text_b_box")
+    else:
+        box = st
+    text_b = ui.widget("text_b", box, height=68)
     if not text_b.strip():
         st.info("Type a second sentence to compare with the first.")
         return
@@ -68,7 +81,8 @@ def sentences() -> None:
     except (ValueError, RuntimeError) as err:
         st.error(str(err))
         return
-    cols = st.columns([3, 2], vertical_alignment="bottom")
+    if not fr.present:
+        cols = st.columns([3, 2], vertical_alignment="bottom")
     layer_col, word_col = cols if trace.num_layers > 1 else cols[::-1]  # no gap where a 1-layer model has no slider
     layer = ui.layer_slider(trace.num_layers, layer_col)
     word = ui.widget("word", word_col)

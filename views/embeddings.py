@@ -33,14 +33,33 @@ def meaning(kind: str, pool: str) -> str:
             "object may still score high.")
 
 
-def example_buttons() -> None:
-    st.markdown("**Example sets** (the first sentence goes into the box above)")
+def example_buttons(where, per_row: int) -> None:
+    where.markdown("**Example sets** (the first sentence goes into the Sentence box)")
     names = list(purpose.SENTENCE_SETS)
-    per_row = 2 if ui.state.get("present") else len(names)  # projector fonts: four in a row cut the longest name
-    cols = [col for start in range(0, len(names), per_row) for col in st.columns(per_row)]
+    cols = [col for start in range(0, len(names), per_row) for col in where.columns(per_row)]
     for col, name in zip(cols, names, strict=False):
         col.button(name, on_click=purpose.use_sentence_set, args=(name,), width="stretch",
                    help=purpose.SET_QUESTIONS[name])
+
+
+def sentence_controls(present: bool) -> str:
+    """The example sets, the list of sentences and the pooling; the pooling chosen.
+
+    On a projector the sets and the list fold into a popover beside the pooling, so the similarity map is whole on
+    screen at first load (tests/app/test_projector.py); the popover's label holds no user text.
+    """
+    if not present:
+        example_buttons(st, len(purpose.SENTENCE_SETS))
+        left, right = st.columns([3, 1])
+        ui.widget("sentences", left, height=140)
+        return ui.widget("pool", right)
+    left, right = st.columns([3, 2], vertical_alignment="bottom")
+    shown, _ = purpose.sentence_list(ui.state.store())
+    box = left.popover(f"{len(shown)} sentences · example sets", icon=":material/edit_note:", width="stretch",
+                       key="sentences_box")  # the key keeps it open across the reruns its buttons start
+    example_buttons(box, 2)  # projector fonts: four in a row cut the longest name
+    ui.widget("sentences", box, height=140)
+    return ui.widget("pool", right)
 
 
 def word_order(fr: ui.Frame, text: str, pool: str) -> None:
@@ -82,10 +101,7 @@ def word_order(fr: ui.Frame, text: str, pool: str) -> None:
 def page() -> None:
     # Tensors stay in this function's locals: the page keeps nothing between runs.
     fr, trace = ui.need_trace()
-    example_buttons()
-    left, right = st.columns([3, 1])
-    ui.widget("sentences", left, height=140)
-    pool = ui.widget("pool", right)
+    pool = sentence_controls(fr.present)
     values = ui.state.store()
     sentences, left_out = purpose.sentence_list(values)
     if left_out:
@@ -110,7 +126,9 @@ def page() -> None:
         st.caption(f"Sentence(s) {', '.join(map(str, cut))} are longer than {limit or fr.config.max_len} tokens; only "
                    "the first ones count" + (", as in sentence-transformers." if limit else "."))
 
-    chart, table = st.columns([3, 2])
+    # On a projector the map takes the whole width (beside the table, at 1024 px its cells were narrower than their
+    # numbers) and the ranking follows below it.
+    chart, table = (st.container(), st.container()) if fr.present else st.columns([3, 2])
     name = figures.export_name(trace, "similarity", pool)
     pooled = "mean-pooled" if pool == "mean" else "[CLS]"
     chart.plotly_chart(fig.similarity_heatmap(sim, kept, title=f"Cosine similarity of the {pooled} sentence vectors",

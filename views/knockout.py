@@ -9,6 +9,7 @@ from encoder.viz import purpose as fig
 from ui import purpose
 
 ABLATE_KEY = "ms:ablate"  # the multiselect's own key; the setting lives in the store as "ablate"
+NOTHING = "Nothing is knocked out yet, so everything below matches the intact model. Choose heads above."
 
 
 def choose_knockouts(cfg) -> purpose.Knocks:
@@ -31,20 +32,31 @@ def choose_knockouts(cfg) -> purpose.Knocks:
 
 
 def output_effect(fr: ui.Frame, trace, knocked, knocks: purpose.Knocks) -> None:
+    """The change of each token's output: the metrics above the bars, or on a projector below them (the bars are
+    whole on screen at first load, tests/app/test_projector.py)."""
+    if not knocks and not fr.present:  # on a projector the chart's title says it, and every bar is 0
+        st.info(NOTHING)
     st.subheader("Each token's final vector")
     change = fig.output_change(trace.output, knocked.output, trace.tokens)
-    worst = change.loc[change["relative_change"].idxmax()]
-    a, b = st.columns(2)
-    a.metric("Largest change", f"{worst['relative_change']:.1%}", help="‖knocked − intact‖ / ‖intact‖ of one token")
-    b.metric("Mean change over tokens", f"{change['relative_change'].mean():.1%}")
+    if not fr.present:
+        change_metrics(change)
     title = "Change of each token's output vector" + (" (nothing knocked out)" if not knocks else "")
     name = figures.export_name(trace, "knockout", purpose.format_ablate(knocks) or "none", "output")
     st.plotly_chart(fig.token_change(change, title, presentation=fr.present), config=figures.png_config(name))
+    if fr.present:
+        change_metrics(change)
     ui.caption("How far each token's vector at the encoder's output moves when the chosen parts are zeroed, relative "
                "to its length in the intact model. Knocking out nothing changes nothing: every bar is 0. Zeroing a "
                "head removes its share of the attention output before W_O; the residual path still carries the rest.")
     st.download_button("Download changes (CSV)", change.to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",
                        icon=":material/download:")
+
+
+def change_metrics(change) -> None:
+    worst = change.loc[change["relative_change"].idxmax()]
+    a, b = st.columns(2)
+    a.metric("Largest change", f"{worst['relative_change']:.1%}", help="‖knocked − intact‖ / ‖intact‖ of one token")
+    b.metric("Mean change over tokens", f"{change['relative_change'].mean():.1%}")
 
 
 def similarity_effect(fr: ui.Frame, knocks: purpose.Knocks) -> None:
@@ -115,8 +127,6 @@ def page() -> None:
     # Tensors stay in this function's locals: the fragment and the callbacks keep nothing alive.
     fr, trace = ui.need_trace()
     knocks = choose_knockouts(trace.config)
-    if not knocks:
-        st.info("Nothing is knocked out yet, so everything below matches the intact model. Choose heads above.")
     try:
         knocked = purpose.get_run(fr, trace.text, knocks)
     except (ValueError, RuntimeError) as err:
