@@ -14,7 +14,10 @@ def attention_view() -> None:
     """Re-runs alone when a layer/head widget changes: the model is not run again."""
     fr, trace = ui.need_trace()
     view = ui.widget("view")
-    cols = st.columns([3, 2, 3, 3], vertical_alignment="bottom")
+    # One row that wraps instead of stacking: on a 420 px phone Layer and Head share a line and so do the two
+    # toggles (st.columns puts each on its own line there). Empty slots take no room.
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    cols = [row.container(width=w) for w in ("stretch", 120, "content", "content")]  # layer, head, avg, hide
     hide = ui.widget("hide_special", cols[3])
     if view == "model":
         fig = figures.model_view(trace, hide_special=hide)
