@@ -256,7 +256,7 @@ def layer_diagram(
                 body.node(tap, _text(*lines), **attrs)
             if compact:
                 _two_columns(body, norm)
-    rank = _ranks(norm) if compact else {}
+    rank, first = (_ranks(norm), _columns(norm)[0]) if compact else ({}, ())
     for tail, head, kind in flow_edges(norm):
         attrs = {}
         if kind == "res":
@@ -266,6 +266,8 @@ def layer_diagram(
         ends = (tail, head)
         if compact and rank[head] < rank[tail]:  # up the second column: laid out as a downward edge, drawn backwards
             ends, attrs["dir"] = (head, tail), "back"
+        if compact and kind == "res" and head in first:  # around the first column's left, clear of the second
+            attrs.update(tailport="w", headport="w")
         label = _compact_edge_text(config, kind, highlight) if compact else _edge_text(config, kind, seq, highlight)
         g.edge(*ends, label, **attrs)
     if config.final_norm:  # Encoder.final_ln: once, after the last of the num_layers layers
