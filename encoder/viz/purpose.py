@@ -6,6 +6,8 @@ User text reaches plotly only through figures.label(), which escapes '<', '>' an
 
 from __future__ import annotations
 
+import html
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from torch import Tensor
 
+from .diagram import printable
 from .figures import (
     ATTENTION_SCALE,
     DIVERGING,
@@ -37,9 +40,14 @@ def _matrix(x: Tensor | np.ndarray) -> np.ndarray:
     return (x.detach().double().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x, dtype=np.float64))
 
 
-def sentence_labels(sentences: list[str], limit: int = 34) -> list[str]:
-    """Short, unique, markup-safe axis labels: "1 · A man is playing guitar." (numbered, so repeats stay apart)."""
-    return [f"{i} · {label(' '.join(s.split()) or '(blank)', limit)}" for i, s in enumerate(sentences, 1)]
+def sentence_labels(sentences: list[str], limit: int = 40, line: int = 20) -> list[str]:
+    """Short, unique, markup-safe axis labels: "1 · A man is playing<br>guitar." (numbered, so repeats stay apart),
+    at most two lines of `line` characters: half as wide as one line, so the cells keep room for their numbers on a
+    420 px phone."""
+    wrap = textwrap.TextWrapper(line, max_lines=2, placeholder=" …").wrap
+    return ["<br>".join(html.escape(part, quote=False)
+                        for part in wrap(f"{i} · {printable(' '.join(s.split()) or '(blank)', limit)}"))
+            for i, s in enumerate(sentences, 1)]
 
 
 def similarity_heatmap(sim: Tensor | np.ndarray, sentences: list[str], *, title: str = "Cosine similarity of the "
