@@ -36,7 +36,10 @@ def meaning(kind: str, pool: str) -> str:
 def example_buttons(where, per_row: int) -> None:
     where.markdown("**Example sets** (the first sentence goes into the Sentence box)")
     names = list(purpose.SENTENCE_SETS)
-    cols = [col for start in range(0, len(names), per_row) for col in where.columns(per_row)]
+    if per_row < len(names):
+        cols = [col for start in range(0, len(names), per_row) for col in where.columns(per_row)]
+    else:  # one row that wraps: on a phone two buttons share a line instead of one each
+        cols = [where.container(horizontal=True)] * len(names)
     for col, name in zip(cols, names, strict=False):
         col.button(name, on_click=purpose.use_sentence_set, args=(name,), width="stretch",
                    help=purpose.SET_QUESTIONS[name])
@@ -126,19 +129,17 @@ def page() -> None:
         st.caption(f"Sentence(s) {', '.join(map(str, cut))} are longer than {limit or fr.config.max_len} tokens; only "
                    "the first ones count" + (", as in sentence-transformers." if limit else "."))
 
-    # On a projector the map takes the whole width (beside the table, at 1024 px its cells were narrower than their
-    # numbers) and the ranking follows below it.
-    chart, table = (st.container(), st.container()) if fr.present else st.columns([3, 2])
     name = figures.export_name(trace, "similarity", pool)
-    pooled = "mean-pooled" if pool == "mean" else "[CLS]"
-    chart.plotly_chart(fig.similarity_heatmap(sim, kept, title=f"Cosine similarity of the {pooled} sentence vectors",
-                                              presentation=fr.present),
-                       config=figures.png_config(name))
+    pooled = "mean-pooled" if pool == "mean" else "[CLS] vectors"  # a title short enough for a 420 px phone
+    # The map takes the whole width and the ranking follows below it: beside the table, at 1024 px (with the sidebar,
+    # or presenting) its cells were narrower than their numbers.
+    st.plotly_chart(fig.similarity_heatmap(sim, kept, title=f"Cosine similarity ({pooled})", presentation=fr.present),
+                    config=figures.png_config(name))
     ranking = pd.DataFrame({"#": range(1, len(kept) + 1), "cosine to 1": sim[0].double().numpy(), "sentence": kept})
-    table.markdown("**Closest to sentence 1**")
-    table.dataframe(ranking.sort_values("cosine to 1", ascending=False), hide_index=True, width="stretch",
-                    column_config={"cosine to 1": st.column_config.ProgressColumn(format="%.3f", min_value=-1,
-                                                                                   max_value=1)})
+    st.markdown("**Closest to sentence 1**")
+    st.dataframe(ranking.sort_values("cosine to 1", ascending=False), hide_index=True, width="stretch",
+                 column_config={"cosine to 1": st.column_config.ProgressColumn(format="%.3f", min_value=-1,
+                                                                                max_value=1)})
     off = sim[~torch.eye(len(kept), dtype=torch.bool)]
     spread = f" Here the pairs range from {off.min():.2f} to {off.max():.2f}." if off.numel() else ""
     ui.caption(f"Each cell is the cosine of the angle between two sentence vectors: 1 = the same direction, 0 = "
@@ -148,8 +149,8 @@ def page() -> None:
                    "embeddings.")
     csv = pd.DataFrame(sim.double().numpy(), columns=[f"s{i}" for i in range(1, len(kept) + 1)])
     csv.insert(0, "sentence", kept)
-    table.download_button("Download similarities (CSV)", csv.to_csv(index=False), file_name=f"{name}.csv",
-                          mime="text/csv", icon=":material/download:")
+    st.download_button("Download similarities (CSV)", csv.to_csv(index=False), file_name=f"{name}.csv",
+                       mime="text/csv", icon=":material/download:")
 
     st.subheader("The sentence vectors")
     d = stack.shape[1]

@@ -19,15 +19,16 @@ def choose_knockouts(cfg) -> purpose.Knocks:
         st.warning(ui.literal(problem), icon=":material/block:")
     options = purpose.ablate_options(cfg)
     st.session_state[ABLATE_KEY] = purpose.ablate_codes(knocks)  # re-created from the store on every run
-    cols = st.columns([5, 1, 1], vertical_alignment="bottom")
-    cols[0].multiselect("Knock out (zero) these heads or sub-layers", options, key=ABLATE_KEY,
-                        format_func=purpose.ablate_label, on_change=purpose.commit_ablate, args=(ABLATE_KEY,),
-                        placeholder="Type e.g. L3 H1, L2 FFN…")
-    cols[1].button("Clear", on_click=ui.state.put, args=("ablate", ""), disabled=not knocks, width="stretch",
-                   icon=":material/restart_alt:")
+    # One row in which the buttons keep their text's width (in fixed columns, 1024 px with the sidebar cut it) and
+    # which wraps on a phone.
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    row.multiselect("Knock out (zero) these heads or sub-layers", options, key=ABLATE_KEY,
+                    format_func=purpose.ablate_label, on_change=purpose.commit_ablate, args=(ABLATE_KEY,),
+                    placeholder="Type e.g. L3 H1, L2 FFN…", width="stretch")
+    row.button("Clear", on_click=ui.state.put, args=("ablate", ""), disabled=not knocks, icon=":material/restart_alt:")
     example = purpose.example_knockout(cfg)
-    cols[2].button(f"Try {purpose.ablate_label(example)}", on_click=ui.state.put, args=("ablate", example),
-                   width="stretch", help="In the pretrained model, layer 3 head 1 links “it” to “animal”.")
+    row.button(f"Try {purpose.ablate_label(example)}", on_click=ui.state.put, args=("ablate", example),
+               help="In the pretrained model, layer 3 head 1 links “it” to “animal”.")
     return knocks
 
 

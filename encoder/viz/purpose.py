@@ -121,7 +121,7 @@ def trajectories(points: Tensor | np.ndarray, tokens: list[str], highlight: Sequ
                          hovertext=[f"{names[pos]}, {s}" for s in steps], hovertemplate="%{hovertext}<extra></extra>"))
     shares = list(explained) if explained is not None else None
     axes = [f"PC{i + 1}" + (f" ({shares[i]:.0%} of the variance)" if shares else "") for i in range(2)]
-    title = f"Token trajectories: embeddings and {depth - 1} layers in one 2-D projection"
+    title = f"Token trajectories through {depth - 1} layers"  # the axes say it is a 2-D projection (PC1, PC2)
     layout = _layout(title, presentation, subtitle, height=700)
     ticks = dict(tickfont=dict(size=size - 4)) if presentation else {}  # plotly's default is ~0.7 of the font size
     layout["xaxis"] = dict(title=dict(text=axes[0]), zeroline=False, **ticks)

@@ -5,8 +5,8 @@ figure (its first chart or diagram) lies whole on screen below Streamlit's heade
 (on the few pages in SCROLLED: once scrolled to its top), and fits its width; no widget label or button text is
 cut off (scrollWidth > clientWidth); every colour bar is no taller than the heatmaps it belongs to; chart tick
 labels are at least 14 px; no two numbers printed in heatmap cells overlap and no chart title runs past its chart;
-and no stray "None" is printed. At 1440x900 and 1920x1080 without presentation mode, labels, buttons, cell numbers
-and titles are whole too.
+and no stray "None" is printed. Without presentation mode, with the sidebar open, labels, buttons and cell numbers
+are whole at 1024x768, 1440x900 and 1920x1080, and chart titles at 1440x900 and 1920x1080.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from tests.app.server import READY, ROOT, launch, streamlit_server
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
 
 VIEWPORTS = [(1280, 720), (1024, 768)]
-WIDE = [(1440, 900), (1920, 1080)]  # laptop and desktop screens, not presenting
+WIDE = [(1024, 768), (1440, 900), (1920, 1080)]  # laptop and desktop screens, not presenting
+# Narrower than this with the sidebar open, titles built in figures.py and teaching.py run past their charts
+# (Activations, Compare's residual norms, Training stability, Position); they do not wrap.
+WHOLE_TITLES_FROM = 1440
 LOAD_MS = 180_000  # a page that computes on open (Training stability's gradients) on a busy 2-core machine
 
 
@@ -195,12 +198,12 @@ def assert_whole(page: Page, where: str, titles: bool = True) -> list[dict]:
 
 
 @pytest.mark.parametrize("path", PATHS, ids=[p or "heatmaps" for p in PATHS])
-def test_labels_and_titles_are_whole_on_wide_screens(wide, app, path):
-    """Wider columns give Streamlit's labels other widths than the projector's: nothing may be cut there either."""
+def test_labels_and_titles_are_whole_on_laptop_and_desktop_screens(wide, app, path):
+    """Other widths give Streamlit's columns other widths than the projector's: nothing may be cut there either."""
     page, since = wide, len(app.log.lines)
     open_page(page, app, path, present=False)
     assert_clean(page, app, since)
-    assert_whole(page, f"/{path} at {page.viewport_size}")
+    assert_whole(page, f"/{path} at {page.viewport_size}", titles=page.viewport_size["width"] >= WHOLE_TITLES_FROM)
 
 
 def test_the_folded_sentence_box_shows_user_text_as_typed(projector, app):
