@@ -41,9 +41,6 @@ DIAGRAM_HEIGHT = 480
 MIN_PRESENT_FONT = 14
 SCALES = ("fixed", "auto", "row")  # attention colour scales: 0 to 1, 0 to this map's largest weight, per row
 PRETRAINED_TAG = "all-MiniLM-L6-v2"
-# Graphviz attributes for a layer diagram on a projector: tighter ranks, so less of it has to be scaled away when
-# diagram_width() fits it to the screen's height.
-PRESENT_DIAGRAM = {"ranksep": "0.15", "nodesep": "0.3"}
 
 
 def label(text: str, limit: int = 24) -> str:
@@ -130,20 +127,6 @@ def _quick(data: list[dict], layout: dict) -> go.Figure:
     (title=dict(text=...), explicit colour stops); tests/test_figures.py checks these figures against validated ones.
     """
     return go.Figure(data=data, layout=layout, _validate=False)
-
-
-def diagram_width(svg: bytes, max_height: int = DIAGRAM_HEIGHT) -> int | None:
-    """The width (px) at which Streamlit draws a Graphviz diagram at most max_height tall (it scales the drawing to
-    the width); None when it is short enough already, or when the SVG has no size.
-
-    svg is the local `dot` rendering; the browser lays the same DOT out with its own font metrics, 19 % taller for
-    the same width in our diagrams (measured in Chromium), so the width leaves 25 % to spare.
-    """
-    m = re.search(rb'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"', svg)
-    if not m:
-        return None
-    width, height = float(m.group(1)), 1.25 * float(m.group(2))
-    return int(width * max_height / height) if height > max_height else None
 
 
 def mode_note(train: bool) -> str:
