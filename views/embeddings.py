@@ -33,15 +33,13 @@ def meaning(kind: str, pool: str) -> str:
             "object may still score high.")
 
 
-def example_buttons(where, per_row: int) -> None:
+def example_buttons(where) -> None:
+    """The example sets in one row that wraps: a button moves to the next line rather than cut its name (on a phone
+    or in the projector's popover, two or one to a line)."""
     where.markdown("**Example sets** (the first sentence goes into the Sentence box)")
-    names = list(purpose.SENTENCE_SETS)
-    if per_row < len(names):
-        cols = [col for start in range(0, len(names), per_row) for col in where.columns(per_row)]
-    else:  # one row that wraps: on a phone two buttons share a line instead of one each
-        cols = [where.container(horizontal=True)] * len(names)
-    for col, name in zip(cols, names, strict=False):
-        col.button(name, on_click=purpose.use_sentence_set, args=(name,), width="stretch",
+    row = where.container(horizontal=True)
+    for name in purpose.SENTENCE_SETS:
+        row.button(name, on_click=purpose.use_sentence_set, args=(name,), width="stretch",
                    help=purpose.SET_QUESTIONS[name])
 
 
@@ -52,7 +50,7 @@ def sentence_controls(present: bool) -> str:
     screen at first load (tests/app/test_projector.py); the popover's label holds no user text.
     """
     if not present:
-        example_buttons(st, len(purpose.SENTENCE_SETS))
+        example_buttons(st)
         left, right = st.columns([3, 1])
         ui.widget("sentences", left, height=140)
         return ui.widget("pool", right)
@@ -60,7 +58,7 @@ def sentence_controls(present: bool) -> str:
     shown, _ = purpose.sentence_list(ui.state.store())
     box = left.popover(f"{len(shown)} sentences · example sets", icon=":material/edit_note:", width="stretch",
                        key="sentences_box")  # the key keeps it open across the reruns its buttons start
-    example_buttons(box, 2)  # projector fonts: four in a row cut the longest name
+    example_buttons(box)
     ui.widget("sentences", box, height=140)
     return ui.widget("pool", right)
 

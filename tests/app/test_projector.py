@@ -68,10 +68,9 @@ FIT_JS = """([sel, scroll]) => {
           vw: window.innerWidth, vh: window.innerHeight};
 }"""
 
-# Text elements of widget labels and buttons whose text does not fit (Streamlit cuts it with an ellipsis).
-CUT_JS = """() => [...document.querySelectorAll(
-    '[data-testid="stMain"] [data-testid="stWidgetLabel"] *, [data-testid="stMain"] button *,'
-    + ' [data-testid="stMain"] [data-testid="stMetricLabel"] *')]
+# Text elements of widget labels and buttons under `root` whose text does not fit (Streamlit cuts it with an ellipsis).
+CUT_JS = """([root]) => [...document.querySelectorAll(
+    `${root} [data-testid="stWidgetLabel"] *, ${root} button *, ${root} [data-testid="stMetricLabel"] *`)]
   .filter(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1 && e.textContent.trim())
   .map(e => `${e.textContent.trim().slice(0, 60)} (${e.scrollWidth} > ${e.clientWidth} px)`)"""
 
@@ -188,7 +187,7 @@ def test_every_page_fits_the_projector(projector, app, path):
 def assert_whole(page: Page, where: str, titles: bool = True) -> list[dict]:
     """No widget label or button text is cut, no two heatmap cell numbers overprint, and (with `titles`) no chart
     title runs past its chart; returns CHARTS_JS's measures of every chart."""
-    cut = page.evaluate(CUT_JS)
+    cut = page.evaluate(CUT_JS, [MAIN])
     assert not cut, f"{where}: labels or buttons cut off: {cut}"
     charts = page.evaluate(CHARTS_JS)
     for chart in charts:
@@ -204,6 +203,22 @@ def test_labels_and_titles_are_whole_on_laptop_and_desktop_screens(wide, app, pa
     open_page(page, app, path, present=False)
     assert_clean(page, app, since)
     assert_whole(page, f"/{path} at {page.viewport_size}", titles=page.viewport_size["width"] >= WHOLE_TITLES_FROM)
+
+
+# Controls that presentation mode folds into a popover on a page: (path, query, the popover's button, a box inside).
+FOLDED = [("embeddings", {}, re.compile(r"\d+ sentences · example sets"), "More sentences, one per line"),
+          ("side-by-side", {"compare": "sentences"}, "Second sentence", "Second sentence")]
+
+
+@pytest.mark.parametrize(("path", "query", "button", "box"), FOLDED, ids=[f[0] for f in FOLDED])
+def test_controls_folded_into_a_popover_are_whole_when_opened(projector, app, path, query, button, box):
+    page = projector
+    page.goto(app.link(f"/{path}", {"present": "true"} | query))
+    settle(page, timeout=LOAD_MS)
+    page.locator(f'{MAIN} [data-testid="stPopover"] button').filter(has_text=button).click()
+    expect(page.get_by_role("textbox", name=box, exact=True)).to_be_visible()  # mounted after the click
+    cut = page.evaluate(CUT_JS, ["body"])  # the popover's body is drawn outside the main area
+    assert not cut, f"/{path} at {page.viewport_size}, popover open: labels or buttons cut off: {cut}"
 
 
 def test_the_folded_sentence_box_shows_user_text_as_typed(projector, app):
