@@ -29,12 +29,13 @@ def placements() -> None:
         names[other] += " (rewired)"
     ui.caption("Both columns use exactly the same weights; only the place of LayerNorm differs. Post-LN normalises "
                "after each residual add (the original paper); Pre-LN normalises each sub-layer's input.")
-    cols = st.columns([3, 2, 3], vertical_alignment="bottom")
-    # With one layer there is no Layer slider: the Head box takes the first column instead of leaving a gap.
-    layer_col, head_col = cols[:2] if trace.num_layers > 1 else cols[1::-1]
+    # One row that wraps instead of stacking (on a phone Layer and Head share a line); with one layer there is no
+    # Layer slider and its empty slot takes no room.
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    layer_col, head_col, scale_col = (row.container(width=w) for w in ("stretch", 120, "content"))
     layer = ui.layer_slider(trace.num_layers, layer_col)
     head = ui.head_select(trace.num_heads, head_col)
-    scale = ui.widget("scale", cols[2])
+    scale = ui.widget("scale", scale_col)
     # The rewired note is shown in presentation mode too (students would read the rewired column as "what Pre-LN
     # looks like"), there just below the pair, whose column title already says "(rewired)": the pair stays whole
     # on a 720 px screen.
