@@ -42,7 +42,9 @@ def page_paths() -> list[str]:
 
 PATHS = page_paths()
 MAIN = '[data-testid="stMain"]'
-FIGURE = f'{MAIN} :is([data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"])'
+# The head view (Inside a head) is a custom component: Streamlit 1.67 wraps it in stBidiComponentIsolated.
+FIGURE = (f'{MAIN} :is([data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"], '
+          '[data-testid="stBidiComponentIsolated"])')
 # A page is drawn once the script is idle and every chart it started has its SVG.
 DRAWN_JS = """([ready]) => document.querySelector(ready)
   && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('svg.main-svg'))
@@ -50,7 +52,7 @@ DRAWN_JS = """([ready]) => document.querySelector(ready)
 
 # Pages whose own controls and tables above the main figure still push it below a 720 px screen at first load: for
 # these the figure has to fit once scrolled to its top. Every other page shows its main figure whole without a scroll.
-SCROLLED = {"inside-a-head"}
+SCROLLED: set[str] = set()
 # Pages with a chart title wider than its chart at 1024x768 when presenting; their figures are built in
 # encoder/viz/teaching.py and figures.py with titles that do not wrap: "W2 gradient norm per layer, 12 layers",
 # "Learned positional encoding, 16 positions" (about 480 px at 26 px on a 420 px wide half-column).
