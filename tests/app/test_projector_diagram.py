@@ -17,7 +17,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from encoder.viz.figures import MIN_PRESENT_FONT
 from tests.app.server import launch, streamlit_server
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
-from tests.app.test_projector import CUT_JS, FIT_JS, LOAD_MS, VIEWPORTS
+from tests.app.test_projector import CUT_JS, FIT_JS, LOAD_MS, MAIN, VIEWPORTS
 
 DIAGRAM = '[data-testid="stMain"] [data-testid="stGraphVizChart"]'
 MODELS = {
@@ -83,5 +83,5 @@ def check_diagram(page: Page, app: App, path: str, model: str, since: int) -> No
     box = page.evaluate(FIT_JS, [DIAGRAM, False])
     assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, f"{where}: diagram off screen: {box}"
     assert box["left"] >= 0 and box["right"] <= box["vw"], f"{where}: diagram wider than the screen: {box}"
-    cut = page.evaluate(CUT_JS)  # Data flow's controls moved into the narrower right-hand column
+    cut = page.evaluate(CUT_JS, [MAIN])  # Data flow's controls moved into the narrower right-hand column
     assert not cut, f"{where}: labels or buttons cut off: {cut}"
