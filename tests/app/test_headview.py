@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import torch
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from encoder import load_pretrained, run
 from tests.app import test_browser
@@ -273,8 +273,10 @@ def test_a_layer_that_did_not_fit_reruns_the_head_view_alone(page, app):
     assert "Inside layer 3, head 1" in got["headings"], got  # ... and it was not the walkthrough's
     assert str(missing) in got["held"].split(",")
     page.wait_for_function(f"() => location.search.includes('layer={missing}')", timeout=CHANGE_MS)
+    # The settled choice: the page follows once the fetched layer is in (a run after the URL's); wait for it, as
+    # a busy machine can leave more than settle()'s quiet spell between the two runs.
+    expect(page.get_by_text(f"Inside layer {missing}, head 1")).to_have_count(1, timeout=CHANGE_MS)
     settle(page)
-    assert page.get_by_text(f"Inside layer {missing}, head 1").count() == 1  # the settled choice: the page follows
     assert_clean(page, app)
 
 
