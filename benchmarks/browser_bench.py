@@ -90,12 +90,23 @@ INSTRUMENT = """(() => {
         }
     };
 })();"""
+# Past 128 tokens the one-head view is a canvas component (ui/heatmap.js), not a plotly chart: it says what it drew
+# in its root's data attributes (draws: a counter, title: "Attention, layer L, head H").
+MAP = """document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm')"""
 REMEMBER = f"""() => {{
+    const hm = {MAP};
     const im = document.querySelector('{CHART} g.hm image');
-    Object.assign(window.__bench, {{prev: im ? im.getAttribute('href') : null, t0: performance.now(), drawn: null,
-                                    armed: true}});
+    Object.assign(window.__bench, {{prev: hm ? 'draws ' + hm.dataset.draws : im ? im.getAttribute('href') : null,
+                                    search: location.search, t0: performance.now(), drawn: null, armed: true}});
 }}"""
 REDRAWN = f"""([pos, word, title]) => {{
+    const hm = {MAP};
+    if (hm) {{
+        if ('draws ' + hm.dataset.draws === window.__bench.prev) return false;
+        if (title !== null && !String(hm.dataset.title || '').includes(title)) return false;
+        window.__bench.drawn ??= performance.now();
+        return true;
+    }}
     const gd = document.querySelector('{CHART}');
     if (!gd || !gd.data || !gd.layout) return false;
     const im = gd.querySelector('g.hm image');
@@ -106,7 +117,7 @@ REDRAWN = f"""([pos, word, title]) => {{
     return true;
 }}"""
 FIRST_DRAWN = f"""() => {{
-    if (!document.querySelector('{CHART} g.hm image')) return false;
+    if (!document.querySelector('{CHART} g.hm image') && !({MAP})?.dataset.draws) return false;
     window.__bench.drawn ??= performance.now();
     return true;
 }}"""
@@ -114,7 +125,7 @@ FIRST_DRAWN = f"""() => {{
 SPLIT = """() => {
     const b = window.__bench;
     const before = b.msgs.filter(([t]) => t >= b.t0 && t <= b.drawn);
-    const chart = before.reduce((best, m) => (m[1] > best[1] ? m : best), [b.drawn, 0]);
+    const chart = before.reduce((best, m) => (m[1] > best[1] ? m : best), [b.t0, 0]);  // none: 0 s
     const after = b.msgs.filter(([t]) => t >= b.t0);
     return {chart_at: (chart[0] - b.t0) / 1e3, drawn_at: (b.drawn - b.t0) / 1e3, chart_bytes: chart[1],
             bytes: after.reduce((s, m) => s + m[1], 0), ws_open: b.wsOpen / 1e3};
@@ -159,6 +170,8 @@ def act(page, action, pos=None, word=None, title=None) -> dict:
     t0 = action()
     page.wait_for_function(REDRAWN, arg=[pos, word, title], polling="raf", timeout=TIMEOUT_MS)
     t_draw = time.perf_counter() - t0
+    if page.evaluate(f"() => !!{MAP}"):  # the canvas map sends its pick once the clicking stops: wait for that run
+        page.wait_for_function("() => location.search !== window.__bench.search", timeout=TIMEOUT_MS)
     wait_ready(page, TIMEOUT_MS)
     t_ready = time.perf_counter() - t0
     page.wait_for_timeout(100)  # let the last messages of the run arrive before counting bytes
@@ -180,6 +193,10 @@ def type_sentence(page, text: str):
 
 
 def pick_head(page, head: int):
+    if page.evaluate(f"() => !!{MAP}"):
+        button = page.locator(f'.hm button[data-head="{head}"]')
+        button.wait_for()
+        return lambda: (time.perf_counter(), button.click())[0]
     page.get_by_role("combobox", name="Head").click()
     option = page.get_by_role("option", name=str(head), exact=True)
     option.wait_for()
@@ -192,7 +209,11 @@ def pick_head(page, head: int):
     return fire
 
 
-def step_layer(page, key: str):
+def step_layer(page, key: str, layer: int):
+    if page.evaluate(f"() => !!{MAP}"):  # the canvas map's Layer buttons
+        button = page.locator(f'.hm button[data-layer="{layer}"]')
+        button.wait_for()
+        return lambda: (time.perf_counter(), button.click())[0]
     thumb = page.locator('[data-testid="stSlider"]').filter(has_text="Layer").get_by_role("slider")
     thumb.focus()
 
@@ -206,7 +227,7 @@ def step_layer(page, key: str):
 
 def current(page) -> tuple[int, int]:
     """(layer, head) from the heatmap's title, e.g. "Attention, layer 3, head 1"."""
-    title = page.evaluate(f"() => document.querySelector('{CHART}').layout.title.text")
+    title = page.evaluate(f"() => {MAP}?.dataset.title ?? document.querySelector('{CHART}').layout.title.text")
     words = title.replace(",", " ").replace("<b>", " ").replace("</b>", " ").split()
     return int(words[words.index("layer") + 1]), int(words[words.index("head") + 1])
 
@@ -263,7 +284,7 @@ def step_to_new(page, seen: set[tuple[int, int]], kind: str):
     for key, new in (("ArrowRight", layer + 1), ("ArrowLeft", layer - 1)):
         if 0 <= new < 6 and (new, head) not in seen:
             seen.add((new, head))
-            return step_layer(page, key), f"layer {new}, head {head}"
+            return step_layer(page, key, new), f"layer {new}, head {head}"
     fire, title = step_to_new(page, seen, "head")
     act(page, fire, title=title)
     return step_to_new(page, seen, "layer")
@@ -379,7 +400,7 @@ def main() -> None:
                     act(page, pick_head(page, (head + 1) % 12), title=f"layer {layer}, head {(head + 1) % 12}")
                     layer, head = current(page)
                     key, new = ("ArrowRight", layer + 1) if layer < 5 else ("ArrowLeft", layer - 1)
-                    row["layer"].append(act(page, step_layer(page, key), title=f"layer {new}, head {head}"))
+                    row["layer"].append(act(page, step_layer(page, key, new), title=f"layer {new}, head {head}"))
                 out["interactive"].append(row)
             ctx.close()
         finally:

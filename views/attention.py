@@ -4,7 +4,7 @@ import streamlit as st
 
 import ui
 from encoder.viz import figures, purpose
-from ui import captions, headview
+from ui import captions, headview, heatmap
 
 ui.need_trace()
 
@@ -26,8 +26,11 @@ def attention_view() -> None:
                    "Rows are query tokens, columns the keys they attend to.")
         headview.clickable_chart(fig, figures.png_config(name), "pick-model-view", trace.num_heads)  # click: open it
         return
-    layer = ui.layer_slider(trace.num_layers, cols[0])
     tag = figures.model_tag(trace.config, fr.model_key)
+    if view == "head" and heatmap.fits(fr, trace, avg=bool(ui.state.get("avg")), hide=hide):
+        layer = 0  # the map's own Layer buttons choose it (heatmap.show)
+    else:
+        layer = ui.layer_slider(trace.num_layers, cols[0])
     if view == "rollout":
         fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.tokens, layer, hide_special=hide,
                                       presentation=fr.present)
@@ -49,14 +52,20 @@ def attention_view() -> None:
                    + ("[CLS] and [SEP] are hidden and every row is renormalised over the keys left." if hide else ""))
         return
     avg = ui.widget("avg", cols[2])
-    head = ui.head_select(trace.num_heads, cols[1], disabled=avg)
-    head_sel = None if avg else head
     scale = ui.state.get("scale")  # drawn below the map, so the map sits high on a projector
-    fig = figures.attention_heatmap(trace, layer, head_sel, hide_special=hide, scale=scale, presentation=fr.present)
+    canvas = heatmap.fits(fr, trace, avg=avg, hide=hide)  # past 128 tokens: own Layer and Head buttons, no rerun
+    if canvas:
+        layer, head = heatmap.show(fr, trace, scale, tag)
+    else:
+        head = ui.head_select(trace.num_heads, cols[1], disabled=avg)
+    head_sel = None if avg else head
     name = figures.export_name(trace, "attention", f"L{layer}", "avg" if avg else f"H{head}", model=tag)
-    st.plotly_chart(fig, config=figures.png_config(name))
-    ui.caption(captions.attention_caption(hide and captions.hides_any(trace.tokens), scale)
-               + " The camera button in the chart's toolbar saves a high-resolution PNG.")
+    if not canvas:
+        fig = figures.attention_heatmap(trace, layer, head_sel, hide_special=hide, scale=scale, presentation=fr.present)
+        st.plotly_chart(fig, config=figures.png_config(name))
+    export = (" The PNG button above the map saves it for slides." if canvas
+              else " The camera button in the chart's toolbar saves a high-resolution PNG.")
+    ui.caption(captions.attention_caption(hide and captions.hides_any(trace.tokens), scale) + export)
     c0, d1, d2 = st.columns([3, 2, 2], vertical_alignment="bottom")
     ui.widget("scale", c0)
     get = ui.trace_lookup(fr)  # the downloads are built on click; they hold the trace's key, not the trace
