@@ -20,10 +20,6 @@ const make = (tag, cls, text) => {
   if (text !== undefined) node.textContent = text;
   return node;
 };
-const short = (t, n = 12) => {
-  const chars = Array.from(t);
-  return chars.length > n ? `${chars.slice(0, n - 1).join("")}…` : t;
-};
 
 // [uint32 LE header length][header JSON][padding to 8][deflated layers, sizes in header.zipped][float32 T x T]
 function unpack(bytes) {
@@ -112,7 +108,6 @@ class AttentionMap {
       this.layers.clear();
       this.inflating = new Set();
       Object.assign(this, { T: h.T, H: h.H, L: h.L, tokens: h.tokens });
-      this.labels = h.tokens.map((t) => short(t));
       this.layer = sel.layer;
       this.head = sel.head;
       this.buildPickers();
@@ -123,7 +118,7 @@ class AttentionMap {
       }
     }
     this.serverSel = sel;
-    Object.assign(this, { scale: sel.scale, barTitle: sel.bar, names: sel.names, fitHeight: sel.fit, train: sel.train });
+    Object.assign(this, { scale: sel.scale, barTitle: sel.bar, names: sel.names, labels: sel.labels, train: sel.train });
     if (!this.lut || this.stopsKey !== JSON.stringify(sel.stops)) {
       this.stopsKey = JSON.stringify(sel.stops);
       this.lut = palette(sel.stops);

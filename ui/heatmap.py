@@ -24,6 +24,7 @@ import streamlit as st
 
 import encoder
 from encoder.viz import figures
+from encoder.viz.diagram import printable
 
 from . import headview
 
@@ -51,14 +52,15 @@ def stops() -> list[list[float]]:
 
 
 def data(fr: Any, trace: encoder.Trace, layer: int, head: int, scale: str, tag: str) -> bytes:
-    """headview.payload (8-bit deflated layers) with this view's settings in its selection, then the chosen head's
-    float32 weights (little-endian, T x T), for an exact hover."""
+    """headview.payload (8-bit deflated layers) with this view's settings in its selection (colour scale and bar
+    title, stops, PNG file names per layer and head, tick labels), then the chosen head's float32 weights
+    (little-endian, T x T), for exact colours and hover."""
     key = headview._key(fr)
     names = [[figures.export_name(trace, "attention", f"L{n}", f"H{h}", model=tag) for h in range(trace.num_heads)]
              for n in range(trace.num_layers)]
     _, _, _, bar = figures.colour_scale(np.zeros((1, 1), np.float32), scale)
     sel = dict(layer=layer, head=head, avg=False, query=0, scale=scale, bar=bar, stops=stops(), names=names,
-               fit=figures.PRESENT_HEIGHT, train=bool(trace.train))
+               labels=[printable(t, 16) for t in trace.tokens], train=bool(trace.train))  # labels: as plotly's ticks
     body = headview.payload(trace, sel, name=names[layer][head], present=fr.present,
                             trace_id=hashlib.sha256(repr(key).encode()).hexdigest()[:16],
                             deflated=functools.partial(headview._deflated, key, trace))

@@ -8,6 +8,7 @@ turn into markup. Screenshots go to artifacts/ (git-ignored).
 
 from __future__ import annotations
 
+import base64
 import io
 import re
 import urllib.parse
@@ -55,7 +56,13 @@ SETTLE_JS = """([ready, ms]) => {
 }"""
 
 # The one attention heatmap on the page, its x tick labels and title, once the old chart is gone.
+# Past 128 tokens: the canvas map (ui/heatmap.js) once its exact weights are drawn, its y tick labels as the ticks.
 HEATMAP_JS = """() => {
+  const hm = document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm');
+  if (hm && hm.dataset.exact === '1') {
+    return {ticks: [...hm.querySelectorAll('.hm-tick.hm-y')].map(t => t.textContent), title: hm.dataset.title,
+            text: hm.querySelector('.hm-title').textContent, image: `draws ${hm.dataset.draws}`};
+  }
   const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]');
   if (charts.length !== 1 || !charts[0].querySelector('svg.main-svg .heatmaplayer image')) return null;
   const c = charts[0];
@@ -310,8 +317,7 @@ MARGINS_JS = """() => {
     (settings.DEFAULT_SENTENCE, False),
     ("Antidisestablishmentarianism internationalization supercalifragilistic", True),
     ("日本語のテキストを解析する 你好世界 😀🎉 مرحبا بالعالم", False),
-    (" ".join(["word"] * 600), False),
-], ids=["default", "long-words-projector", "wide-characters", "512-tokens"])
+], ids=["default", "long-words-projector", "wide-characters"])  # 512 tokens: a canvas (tests/app/test_heatmap.py)
 def test_heatmap_margins_fit_its_labels_in_one_pass(page, app, text, present):
     """figures.py sizes the margins for the token labels itself. If they fit, plotly never widens them, which
     would redraw the whole chart (at 512 tokens a sixth of the 300 ms a head change may take); either way no
@@ -325,90 +331,76 @@ def test_heatmap_margins_fit_its_labels_in_one_pass(page, app, text, present):
     assert_clean(page, app, since)
 
 
-# The one-head heatmap as the browser holds and paints it: plotly's z (decoded, one row per query), the heatmap
-# image's own pixels (plotly paints one pixel per cell when it can, and tells the browser to scale it without
-# smoothing) and where that image sits on screen.
-EXACT_JS = """async () => {
-  const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
-  const im = gd.querySelector('g.hm image');
-  const src = new Image();
-  src.src = im.getAttribute('href');
-  await src.decode();
-  const canvas = document.createElement('canvas');
-  [canvas.width, canvas.height] = [src.naturalWidth, src.naturalHeight];
-  const ctx = canvas.getContext('2d');
-  ctx.drawImage(src, 0, 0);
-  const box = im.getBoundingClientRect();
-  return {z: gd._fullData[0].z.map(row => Array.from(row)), zsmooth: gd._fullData[0].zsmooth,
-          rendering: getComputedStyle(im).imageRendering, size: [canvas.width, canvas.height],
-          pixels: Array.from(ctx.getImageData(0, 0, canvas.width, canvas.height).data),
-          box: {x: box.x, y: box.y, width: box.width, height: box.height}};
+# Past 128 tokens the one-head view is a canvas (ui/heatmap.js): its pixels (one block per cell, as the backing
+# store holds them), whether it scales without smoothing, and the weights it hovers with.
+EXACT_JS = """() => {
+  const r = document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm');
+  const c = r?.querySelector('canvas.hm-map');
+  if (!c || r.dataset.exact !== '1') return null;
+  const box = c.getBoundingClientRect();
+  return {png: c.toDataURL('image/png'), smoothing: c.getContext('2d').imageSmoothingEnabled,
+          title: r.dataset.title, box: {x: box.x, y: box.y, width: box.width, height: box.height}};
 }"""
-HOVER_JS = "() => document.querySelector('[data-testid=\"stPlotlyChart\"] .hoverlayer .hovertext')?.textContent ?? null"
+READ_JS = """() => {
+  const r = document.querySelector('[data-testid="stBidiComponentIsolated"]').shadowRoot.querySelector('.hm-read');
+  return {...r.dataset, text: r.textContent};
+}"""
 # Varied words, so neighbouring cells differ and a smoothed picture shows (600 words: truncated to 512 tokens).
 EXACT_TEXT = " ".join((("the teacher reads the long story to the class and every child hears each word with great "
                         "care while the rain falls on the old school roof").split() * 30)[:600])
 
 
-def nearest_neighbour_share(shot: np.ndarray, src: np.ndarray) -> float:
-    """Share of the on-screen pixels at cell edges (where the two source pixels either side differ) that equal a
-    source pixel within one cell of the nearest one: 1.0 when scaled without smoothing, ~0.4 when interpolated."""
-    h, w = shot.shape[:2]
-    sy = np.minimum(((np.arange(h) + 0.5) * src.shape[0] / h).astype(int), src.shape[0] - 1)
-    sx = np.minimum(((np.arange(w) + 0.5) * src.shape[1] / w).astype(int), src.shape[1] - 1)
-    rows = lambda d: np.clip(sy + d, 0, src.shape[0] - 1)  # noqa: E731
-    cols = lambda d: np.clip(sx + d, 0, src.shape[1] - 1)  # noqa: E731
-    equal = np.zeros((h, w), bool)
+def cell_colours(weights: np.ndarray) -> np.ndarray:
+    """(T, T, 3) RGB of each weight on the attention colour scale, as figures.attention_heatmap's stops give it."""
+    stops = [(at, plotly.colors.unlabel_rgb(rgb)) for at, rgb in plotly.colors.get_colorscale(figures.ATTENTION_SCALE)]
+    return np.stack([np.interp(weights, [at for at, _ in stops], [rgb[k] for _, rgb in stops]) for k in range(3)],
+                    axis=-1)
+
+
+def worst_cell_error(pixels: np.ndarray, colours: np.ndarray) -> float:
+    """Largest colour distance (levels) of a pixel to the nearest of the cells it may show: its own (by position)
+    or one either side (a pixel straddling two cells shows one of them, never a blend, when scaled without
+    smoothing)."""
+    h, w = pixels.shape[:2]
+    n = colours.shape[0]
+    sy = np.minimum(((np.arange(h) + 0.5) * n / h).astype(int), n - 1)
+    sx = np.minimum(((np.arange(w) + 0.5) * n / w).astype(int), n - 1)
+    best = np.full((h, w), np.inf)
     for dy in (-1, 0, 1):
         for dx in (-1, 0, 1):
-            equal |= (shot == src[rows(dy)][:, cols(dx)]).all(-1)
-    edge = (np.abs(src[sy][:, cols(-1)] - src[sy][:, cols(1)]) > 8).any(-1)
-    assert edge.sum() > 1000, "too few cell edges to tell a smoothed picture from a sharp one"
-    return float(equal[edge].mean())
+            near = colours[np.clip(sy + dy, 0, n - 1)][:, np.clip(sx + dx, 0, n - 1)]
+            best = np.minimum(best, np.abs(pixels - near).max(-1))
+    return float(best.max())
 
 
 @pytest.mark.browser
 def test_512_token_heatmap_is_exact_in_the_browser(page, app):
-    """Issue 15: the one-head view at 512 tokens must stay exact however its redraw is sped up. The chart holds
-    every one of the 512 x 512 weights of the model (no block-averaging, no rounding or quantising on the way),
-    each cell is painted in its own weight's colour, the browser scales the picture without smoothing, and the
-    hover shows the weight."""
+    """Issue 15: the one-head view at 512 tokens stays exact although it is drawn in the browser. Every pixel of
+    the map is the colour of the model's weight of the cell under it (within a colour level), scaled without
+    smoothing, and once the chosen head's float32 weights are in, the hover shows the model's weight itself."""
     since = len(app.log.lines)
     layer, head = 4, 7
     trace = encoder.run(encoder.load_pretrained(), EXACT_TEXT)
     assert trace.seq_len == 512
     weights = trace.attention[layer, head].numpy()  # (T, T)
     open_app(page, app, params={"text": EXACT_TEXT, "layer": str(layer), "head": str(head)})
-    wait_heatmap(page, app, heatmap_labels(EXACT_TEXT), f"layer {layer}, head {head}", timeout=LOAD_MS)
-    held = page.evaluate(EXACT_JS)
-
-    z = np.asarray(held["z"], dtype=np.float64)
-    assert z.shape == (512, 512), f"the chart holds {z.shape} cells, not one per query x key"
-    np.testing.assert_allclose(z, weights, rtol=1e-6, atol=1e-9, err_msg="the chart's z is not the model's weights")
-
-    assert not held["zsmooth"] and held["rendering"] == "pixelated", held["rendering"]
-    assert held["size"] == [512, 512], f"plotly painted {held['size']} pixels, not one per cell"
-    pixels = np.asarray(held["pixels"], dtype=np.float64).reshape(512, 512, 4)[..., :3]  # row = query, as on screen
-    stops = [(at, plotly.colors.unlabel_rgb(rgb)) for at, rgb in plotly.colors.get_colorscale(figures.ATTENTION_SCALE)]
-    expected = np.stack([np.interp(weights, [at for at, _ in stops], [rgb[k] for _, rgb in stops]) for k in range(3)],
-                        axis=-1)
-    worst = np.abs(pixels - expected).max()
-    assert worst <= 1, f"a cell's colour is {worst:.1f} levels away from its weight's colour"
+    held = page.wait_for_function(EXACT_JS, timeout=LOAD_MS, polling=100).json_value()
+    assert held["title"] == f"Attention, layer {layer}, head {head}" and held["smoothing"] is False, held["title"]
+    png = Image.open(io.BytesIO(base64.b64decode(held["png"].split(",", 1)[1]))).convert("RGB")
+    pixels = np.asarray(png, dtype=np.float64)
+    assert min(pixels.shape[:2]) >= 300, f"the map is only {pixels.shape[:2]} pixels"
+    worst = worst_cell_error(pixels, cell_colours(weights))
+    assert worst <= 1, f"a pixel is {worst:.1f} colour levels away from its cell's weight's colour"
 
     box = held["box"]
-    shot = page.screenshot(clip=box)
-    screen = np.asarray(Image.open(io.BytesIO(shot)).convert("RGB"), dtype=np.float64)
-    share = nearest_neighbour_share(screen, pixels)
-    assert share >= 0.99, f"only {share:.1%} of the screen pixels at cell edges are cell colours: smoothed"
-
-    for q in (1, 256, 510):  # the strongest key of a few queries, hovered at the cell's centre
+    for q in (1, 256, 510):  # the strongest key of a few queries, hovered in the cell
         k = int(weights[q].argmax())
         page.mouse.move(box["x"] + (k + 0.5) * box["width"] / 512, box["y"] + (q + 0.5) * box["height"] / 512)
-        shown = f"{figures.label(trace.tokens[q])} ({q}) → {figures.label(trace.tokens[k])} ({k}): {weights[q, k]:.3f}"
-        try:
-            page.wait_for_function(f"(want) => ({HOVER_JS})() === want", arg=shown, timeout=CHANGE_MS)
-        except PlaywrightTimeout:
-            raise AssertionError(f"hover shows {page.evaluate(HOVER_JS)!r}, not {shown!r}") from None
+        shown = page.evaluate(READ_JS)
+        q2, k2 = int(shown["q"]), int(shown["k"])  # a mouse position is a whole pixel: maybe a neighbour cell
+        assert abs(q2 - q) <= 1 and abs(k2 - k) <= 1 and shown["exact"] == "1", shown
+        assert abs(float(shown["weight"]) - weights[q2, k2]) <= 1e-6, (shown, weights[q2, k2])
+        assert shown["text"] == f"“{trace.tokens[q2]}” ({q2}) → “{trace.tokens[k2]}” ({k2}): {weights[q2, k2]:.4f}"
     assert_clean(page, app, since)
 
 

@@ -412,7 +412,9 @@ def longest_sentence(seed: int) -> str:
 
 
 def heatmap_drawn(tab: Tab) -> bool:
-    return tab.page.locator('[data-testid="stPlotlyChart"] .heatmaplayer image').count() == 1
+    """The one-head map is on the page: past 128 tokens the canvas map (ui/heatmap.js) has drawn, else plotly's."""
+    canvas = tab.page.locator('.hm[data-draws][data-exact="1"] canvas.hm-map').count()  # pierces the shadow root
+    return canvas + tab.page.locator('[data-testid="stPlotlyChart"] .heatmaplayer image').count() == 1
 
 
 def test_longest_sentence_link_reopens_twice(tabs):
