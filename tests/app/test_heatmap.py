@@ -12,8 +12,7 @@ from __future__ import annotations
 import base64
 import io
 import itertools
-import urllib.parse
-from collections.abc import Iterator
+import time
 
 import numpy as np
 import plotly.colors
@@ -23,12 +22,13 @@ from playwright.sync_api import Page
 
 from encoder import load_pretrained, run
 from encoder.viz import figures
-from tests.app import test_browser
-from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, new_page, settle
+from tests.app import test_browser, test_headview
+from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, settle
 from tests.hostile_inputs import BY_ID, MARKUP_IDS
 from ui import headview
 
 app, browser = test_browser.app, test_browser.browser  # the browser tests' fixtures: one server, one Chromium
+page = test_headview.page  # a fresh page that notes every request leaving this machine (page.outside)
 pytestmark = pytest.mark.browser
 TEXT = test_browser.EXACT_TEXT  # varied words, 512 tokens
 HALF_STEP = 0.5 / headview.LEVELS_8 + 1e-7  # an 8-bit weight is within half a step of the trace (+ float32 noise)
@@ -83,36 +83,17 @@ def trace():
     return t
 
 
-@pytest.fixture
-def page(browser) -> Iterator[Page]:
-    page = new_page(browser)
-    page.outside = []  # every request that leaves this machine
-    page.on("request", lambda r: page.outside.append(r.url) if not _local(r.url) else None)
-    yield page
-    page.context.close()
-
-
-def _local(url: str) -> bool:
-    parts = urllib.parse.urlsplit(url)
-    return parts.scheme in ("blob", "data", "about") or parts.hostname in ("127.0.0.1", "localhost", "::1")
-
-
 def state(page: Page) -> dict | None:
     return page.evaluate(STATE_JS)
 
 
 def wait_state(page: Page, ok, timeout: float = CHANGE_MS) -> dict:
     """Poll the map's state until ok(state) holds; the last state in the failure message."""
-    import time
-
-    deadline = time.monotonic() + timeout / 1000
-    last = None
-    while time.monotonic() < deadline:
-        last = state(page)
-        if last is not None and ok(last):
-            return last
+    end = time.monotonic() + timeout / 1000
+    while (s := state(page)) is None or not ok(s):
+        assert time.monotonic() < end, f"the map never reached the expected state; last: {str(s)[:1500]}"
         page.wait_for_timeout(50)  # a polling interval, not a synchronisation sleep
-    raise AssertionError(f"the map never reached the expected state; last: {str(last)[:1500]}")
+    return s
 
 
 def open_map(page: Page, app: App, params: dict) -> dict:
