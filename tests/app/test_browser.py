@@ -19,7 +19,7 @@ import numpy as np
 import plotly.colors
 import pytest
 from PIL import Image
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import encoder
@@ -28,7 +28,7 @@ from encoder.config import EncoderConfig
 from encoder.tokenizer import encode
 from encoder.viz import figures
 from encoder.viz.diagram import layer_diagram, printable
-from tests.app.server import READY, ROOT, ServerLog, launch, streamlit_server
+from tests.app.server import READY, ROOT, ServerLog, streamlit_server
 from tests.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
 from ui import settings
 
@@ -111,13 +111,6 @@ def app() -> Iterator[App]:
     with streamlit_server(env=SERVER_ENV) as (url, proc):
         yield App(url, ServerLog(proc.stdout))
 
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as pw:
-        browser = launch(pw)  # raises "install Debian's Chromium" when /usr/bin/chromium is missing
-        yield browser
-        browser.close()
 
 
 def new_page(browser) -> Page:

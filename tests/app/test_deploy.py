@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.loadgen import Report, run_load
 from deploy.cluster import Deployment, deployment, established
-from tests.app.server import launch, wait_ready
+from tests.app.server import wait_ready
 
 pytestmark = pytest.mark.deploy
 
@@ -37,15 +37,6 @@ def dep() -> Deployment:
         assert d.pid(port) is None
     assert d.nginx_pid() is None
 
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
 
 
 def upgrade(dep: Deployment, host: str, origin: str | None) -> int:

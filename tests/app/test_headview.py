@@ -24,7 +24,7 @@ from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, new_pa
 from tests.hostile_inputs import BY_ID, EMPTY_IDS, IDS
 from ui import headview, settings
 
-app, browser = test_browser.app, test_browser.browser  # the browser tests' fixtures: one server, one Chromium
+app = test_browser.app  # the browser tests' server fixture; `browser` comes from conftest.py
 SENTENCE = settings.DEFAULT_SENTENCE
 STEP = 1 / headview.LEVELS  # weights travel in steps of 1/65535; a drawn weight is within half a step
 TOL = STEP / 2 + 1e-6  # plus the 6 decimals of the data attribute

@@ -27,7 +27,7 @@ from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, settle
 from tests.hostile_inputs import BY_ID, MARKUP_IDS
 from ui import headview
 
-app, browser = test_browser.app, test_browser.browser  # the browser tests' fixtures: one server, one Chromium
+app = test_browser.app  # the browser tests' server fixture; `browser` comes from conftest.py
 page = test_headview.page  # a fresh page that notes every request leaving this machine (page.outside)
 pytestmark = pytest.mark.browser
 TEXT = test_browser.EXACT_TEXT  # varied words, 512 tokens

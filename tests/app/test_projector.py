@@ -15,11 +15,11 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from encoder.viz.figures import MIN_PRESENT_FONT
-from tests.app.server import READY, ROOT, launch, streamlit_server
+from tests.app.server import READY, ROOT, streamlit_server
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
 
 VIEWPORTS = [(1280, 720), (1024, 768)]
@@ -102,13 +102,6 @@ def app() -> Iterator[App]:
     with streamlit_server(env=SERVER_ENV) as (url, proc):
         yield App(url, ServerLog(proc.stdout))
 
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as pw:
-        browser = launch(pw)
-        yield browser
-        browser.close()
 
 
 def screen(browser: Browser, size: tuple[int, int]) -> Iterator[Page]:

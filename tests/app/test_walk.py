@@ -17,9 +17,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.app.server import launch, streamlit_server
+from tests.app.server import streamlit_server
 from tests.app.walk import (
     LOAD_S,
     PAGES,
@@ -60,13 +60,6 @@ def app() -> Iterator[tuple[str, ServerLog]]:
     with streamlit_server(env=SERVER_ENV) as (url, proc):
         yield url, ServerLog(proc.stdout)
 
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as pw:
-        browser = launch(pw)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
