@@ -27,10 +27,9 @@ def attention_view() -> None:
         headview.clickable_chart(fig, figures.png_config(name), "pick-model-view", trace.num_heads)  # click: open it
         return
     tag = figures.model_tag(trace.config, fr.model_key)
-    if view == "head" and heatmap.fits(fr, trace, avg=bool(ui.state.get("avg")), hide=hide):
-        layer = 0  # the map's own Layer buttons choose it (heatmap.show)
-    else:
-        layer = ui.layer_slider(trace.num_layers, cols[0])
+    # Past 128 tokens one head is a canvas map with its own Layer and Head buttons (no rerun per switch).
+    canvas = view == "head" and heatmap.fits(fr, trace, avg=ui.state.get("avg"), hide=hide)
+    layer = None if canvas else ui.layer_slider(trace.num_layers, cols[0])
     if view == "rollout":
         fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.tokens, layer, hide_special=hide,
                                       presentation=fr.present)
@@ -53,7 +52,6 @@ def attention_view() -> None:
         return
     avg = ui.widget("avg", cols[2])
     scale = ui.state.get("scale")  # drawn below the map, so the map sits high on a projector
-    canvas = heatmap.fits(fr, trace, avg=avg, hide=hide)  # past 128 tokens: own Layer and Head buttons, no rerun
     if canvas:
         layer, head = heatmap.show(fr, trace, scale, tag)
     else:
