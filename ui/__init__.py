@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -49,6 +50,16 @@ class Frame:
     @property
     def present(self) -> bool:
         return bool(self.values.get("present"))
+
+    @property
+    def trace_key(self) -> tuple[str, str, str, bool]:
+        """What identifies this frame's trace in the cache: (model key, device, sentence, training mode)."""
+        return self.model_key, self.device, self.values["text"], bool(self.values["train"])
+
+    @property
+    def trace_id(self) -> str:
+        """A short, stable name of the trace (16 hex digits), for the browser to tell one trace from another."""
+        return hashlib.sha256(repr(self.trace_key).encode()).hexdigest()[:16]
 
 
 def available_devices() -> list[str]:
@@ -180,13 +191,13 @@ def frame(values: dict[str, Any] | None = None) -> Frame:
 
 def trace_lookup(fr: Frame) -> Callable[[], encoder.Trace]:
     """A function that fetches the frame's trace by its key: for work done later (downloads), holding no tensor."""
-    key = (fr.model_key, fr.device, fr.values["text"], fr.values["train"])
+    key = fr.trace_key
     return lambda: get_trace(*key)
 
 
 def get_rollout(fr: Frame) -> torch.Tensor:
     """Attention rollout through every layer of the frame's trace, (L, T, T), computed once per trace."""
-    key = (fr.model_key, fr.device, fr.values["text"], fr.values["train"])
+    key = fr.trace_key
     return CACHE.get(("rollout", *key), lambda: embeddings.attention_rollout(get_trace(*key).attention))
 
 

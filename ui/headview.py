@@ -16,7 +16,6 @@ Also here: the click-through from the model view and the all-heads grid to the o
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import struct
 import threading
@@ -129,10 +128,6 @@ def show(fr: Any, trace: encoder.Trace) -> dict[str, Any]:
     return selection(trace)
 
 
-def _key(fr: Any) -> tuple:
-    return fr.model_key, fr.device, fr.values["text"], fr.values["train"]
-
-
 def _deflated(key: tuple, trace: encoder.Trace, layer: int) -> bytes:
     # Cached as a tensor so the byte-bounded cache counts it; a rerun (e.g. after a pick) deflates nothing again.
     return CACHE.get(("headview8", *key, layer),
@@ -171,7 +166,7 @@ def ships_all(fr: Any, trace: encoder.Trace) -> bool:
     """Whether every layer of the trace is in the browser at once (else a layer switch may ask the app)."""
     if trace.seq_len <= FULL_UP_TO:
         return True
-    key, size = _key(fr), 0
+    key, size = fr.trace_key, 0
     for n in nearest_first(selection(trace)["layer"], trace.num_layers):
         size += len(_deflated(key, trace, n))
         if size > SHIP_LIMIT:
@@ -181,8 +176,7 @@ def ships_all(fr: Any, trace: encoder.Trace) -> bool:
 
 
 def _draw(fr: Any, trace: encoder.Trace, *, fetching: bool) -> None:
-    sel, key = selection(trace), _key(fr)
-    trace_id = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+    sel, key, trace_id = selection(trace), fr.trace_key, fr.trace_id
     if trace.seq_len <= FULL_UP_TO:
         cached = CACHE.get(("headview", *key), lambda: torch.from_numpy(quantise(trace.attention).view(np.int16)))
         data = payload(trace, sel, name=export_name(trace, "heads"), present=fr.present, trace_id=trace_id,

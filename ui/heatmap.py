@@ -15,7 +15,6 @@ Up to FULL_UP_TO tokens the plotly chart is used as before.
 from __future__ import annotations
 
 import functools
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -55,14 +54,14 @@ def data(fr: Any, trace: encoder.Trace, layer: int, head: int, scale: str, tag: 
     """headview.payload (8-bit deflated layers) with this view's settings in its selection (colour scale and bar
     title, stops, PNG file names per layer and head, tick labels), then the chosen head's float32 weights
     (little-endian, T x T), for exact colours and hover."""
-    key = headview._key(fr)
+    key = fr.trace_key
     names = [[figures.export_name(trace, "attention", f"L{n}", f"H{h}", model=tag) for h in range(trace.num_heads)]
              for n in range(trace.num_layers)]
     _, _, _, bar = figures.colour_scale(np.zeros((1, 1), np.float32), scale)
     sel = dict(layer=layer, head=head, avg=False, query=0, scale=scale, bar=bar, stops=stops(), names=names,
                labels=[printable(t, 16) for t in trace.tokens], train=bool(trace.train))  # labels: as plotly's ticks
     body = headview.payload(trace, sel, name=names[layer][head], present=fr.present,
-                            trace_id=hashlib.sha256(repr(key).encode()).hexdigest()[:16],
+                            trace_id=fr.trace_id,
                             deflated=functools.partial(headview._deflated, key, trace))
     return body + trace.attention[layer, head].numpy().astype("<f4").tobytes()
 

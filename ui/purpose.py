@@ -203,5 +203,5 @@ def get_sentence_vector(fr: Frame, text: str, pool: str, *, changes: tuple[tuple
 def get_trajectories(fr: Frame) -> tuple[Tensor, Tensor]:
     """The frame's trace in one 2-D PCA: (points (depth, seq, 2), shares (2,)), once per trace (an SVD of all the
     layers' states: ~0.3 s at 512 tokens on a busy 2-core machine, so a highlight change must not redo it)."""
-    key = ("trajectories", fr.model_key, fr.device, fr.values["text"], fr.values["train"])
+    key = ("trajectories", *fr.trace_key)
     return CACHE.get(key, lambda: embeddings.trajectories(fr.trace))
