@@ -19,6 +19,7 @@ The player (the Lessons page, presentation mode, "Add this view to a lesson") is
 from __future__ import annotations
 
 from .claims import CLAIMS, Verdict, verify
+from .edit import add_slide, capture, delete_slide, display_text, edit_lesson, edit_slide, move_slide
 from .format import (
     FORMAT,
     LINK_PARAM,
@@ -32,23 +33,16 @@ from .format import (
     Point,
     Question,
     Slide,
-    add_slide,
-    capture,
-    delete_slide,
-    display_text,
     dumps,
-    edit_lesson,
-    edit_slide,
     export_bytes,
     file_name,
     from_dict,
     from_link,
     loads,
-    move_slide,
     to_dict,
     to_link,
 )
-from .handout import handout, main_figure
+from .handouts import handout, main_figure
 from .library import (
     LESSONS_ENV,
     Entry,

@@ -89,6 +89,18 @@ def ffn_ratio(live: Live) -> float:
 
 
 @claim()
+def layer(live: Live) -> int:
+    """The layer on screen (the slide's, moved into the model's range as the page's slider moves it)."""
+    return live.layer
+
+
+@claim()
+def head(live: Live) -> int:
+    """The head on screen."""
+    return live.head
+
+
+@claim()
 def placement(live: Live) -> str:
     """Where LayerNorm sits: "Post-LN" (after each residual add) or "Pre-LN" (inside each branch)."""
     return "Post-LN" if live.config.norm == "post" else "Pre-LN"
@@ -339,15 +351,18 @@ def config_round_trip(live: Live) -> str:
 
 
 # ------------------------------------------------------------------------------------------ the stack's use
-def _sentence_vectors(live: Live) -> list[torch.Tensor]:
+def _sentence_vectors(live: Live, pool: str) -> list[torch.Tensor]:
+    if pool not in embeddings.POOLINGS:
+        raise ValueError(f"pool={pool!r}: choose one of {', '.join(embeddings.POOLINGS)}.")
     sentences, _ = purpose.sentence_list(live.values)
-    return [purpose.get_sentence_vector(live.frame, s, live.values["pool"]).vector.double() for s in sentences]
+    return [purpose.get_sentence_vector(live.frame, s, pool).vector.double() for s in sentences]
 
 
-@claim("a", "b")
-def similarity(live: Live, a: int | str, b: int | str) -> float:
-    """Cosine similarity of sentences a and b (1 = the Sentence box) on the Sentence embeddings page."""
-    vectors = _sentence_vectors(live)
+@claim("a", "b", "pool")
+def similarity(live: Live, a: int | str, b: int | str, pool: str | None = None) -> float:
+    """Cosine similarity of sentences a and b (1 = the Sentence box) on the Sentence embeddings page; `pool` ("mean"
+    or "cls") compares with the other pooling of the same sentences."""
+    vectors = _sentence_vectors(live, pool or live.values["pool"])
     return float(vectors[int(a) - 1] @ vectors[int(b) - 1])
 
 

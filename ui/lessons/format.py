@@ -3,7 +3,7 @@
 A lesson is a title, an optional description and ordered slides. A slide is a view of the app (a page's URL path and
 the settings exactly as that page's URL query holds them), a title, up to four talking points and optionally a
 question with its answer. A talking point may carry checks: named numbers computed from the live model (claims.py)
-that must read as the point states them. The format is documented in ui/lessons/README.md.
+that must read as the point states them. The format is documented in ui/lessons/FORMAT.md.
 
 Reading never raises anything but ValueError, and only when nothing sensible can be read (not JSON, too large, an
 unknown version, not a lesson). Everything smaller is repaired and reported as a note: an unknown setting is
@@ -20,10 +20,8 @@ import re
 import urllib.parse
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
-
-from encoder.viz.diagram import printable
 
 from .. import settings
 from .claims import CLAIMS, OPS
@@ -111,8 +109,7 @@ def loads(data: bytes | str) -> tuple[Lesson, list[str]]:
     """A lesson file's content -> (lesson, notes on what was repaired). ValueError: one sentence saying what to change."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if len(raw) > MAX_BYTES:
-        raise ValueError(f"This lesson file is {len(raw) / 1000:,.0f} kB; a lesson may be at most {MAX_BYTES // 1000} kB. "
-                         "Shorten its notes or split it into two lessons.")
+        raise ValueError(_too_large("This lesson file"))
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -123,6 +120,8 @@ def loads(data: bytes | str) -> tuple[Lesson, list[str]]:
         raise ValueError(f"This lesson file is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).") from None
     except RecursionError:
         raise ValueError("This lesson file is not a lesson: its JSON is nested thousands of levels deep.") from None
+    except ValueError:  # e.g. a whole number of more than 4,300 digits, which Python refuses to read
+        raise ValueError("This lesson file is not a lesson: it holds a number too long to read.") from None
     return from_dict(doc)
 
 
@@ -133,23 +132,26 @@ def from_dict(doc: Any) -> tuple[Lesson, list[str]]:
     if doc.get("format") != FORMAT:
         raise ValueError(f'This file is not an Encoder Explorer lesson: it lacks "format": "{FORMAT}".')
     version = doc.get("version")
+    if isinstance(version, float) and version.is_integer():
+        version = int(version)
     if isinstance(version, bool) or not isinstance(version, int):
         raise ValueError(f'This lesson has no version number; add "version": {VERSION}.')
     if version != VERSION:
-        raise ValueError(f"This lesson is format version {_short(str(version))}; this app reads version {VERSION} only. "
-                         "Open it with the app that wrote it and export it again.")
+        shown = quoted(str(version), quote=False)
+        raise ValueError(f"This lesson is in format version {shown}, but this app reads version {VERSION} only; a newer "
+                         "Encoder Explorer wrote it.")
     notes: list[str] = []
     _unknown(doc, ("format", "version", "title", "description", "slides"), "the lesson", notes)
-    title = _text(doc.get("title"), "The lesson's title", notes, MAX_TITLE, cut=True) or UNTITLED
+    title = text_field(doc.get("title"), "The lesson's title", notes, MAX_TITLE, cut=True) or UNTITLED
     if title == UNTITLED and doc.get("title") != UNTITLED:
         notes.append(f"The lesson has no title; it is called “{UNTITLED}”.")
-    description = _text(doc.get("description", ""), "The lesson's description", notes, MAX_TEXT)
+    description = text_field(doc.get("description", ""), "The lesson's description", notes, MAX_TEXT)
     raw_slides = doc.get("slides", [])
     if not isinstance(raw_slides, list):
         raise ValueError(f'The lesson\'s "slides" must be a list of slides; it is {_kind(raw_slides)}.')
     if len(raw_slides) > MAX_SLIDES:
-        raise ValueError(f"This lesson has {len(raw_slides)} slides; a lesson may have at most {MAX_SLIDES}. "
-                         "Split it into two lessons.")
+        raise ValueError(f"This lesson has {len(raw_slides)} slides, more than the {MAX_SLIDES} a lesson may have; "
+                         "split it into two lessons.")
     slides = []
     for n, raw in enumerate(raw_slides, 1):
         slide = _slide(raw, n, notes)
@@ -164,20 +166,23 @@ def _slide(raw: Any, n: int, notes: list[str]) -> Slide | None:
         return None
     where = f"Slide {n}"
     _unknown(raw, ("page", "query", "title", "points", "question"), where, notes)
-    page_text = raw.get("page", "")
+    page_text = raw.get("page")
     page = page_named(page_text) if isinstance(page_text, str) else None
+    if "page" not in raw:
+        page = page_named("")
+        notes.append(f"{where} names no page; it opens {page.title}, the page a link without a path opens.")
     if page is None:
         names = ", ".join(pages())
-        notes.append(f"{where} opens the page {_short(str(page_text))}, which this app does not have (it has {names}); "
+        notes.append(f"{where} opens the page {quoted(str(page_text))}, which this app does not have (it has {names}); "
                      "the slide is left out.")
         return None
     query, problems = view_query(raw.get("query", {}))
     notes += [f"{where}: {p}" for p in problems]
-    title = _text(raw.get("title"), f"{where}'s title", notes, MAX_TITLE, cut=True)
+    title = text_field(raw.get("title"), f"{where}'s title", notes, MAX_TITLE, cut=True)
     if not title:
         title = page.title
         notes.append(f"{where} has no title; it is called “{title}” after its page.")
-    where = f"Slide {n} (“{_short(title, 40, quote=False)}”)"
+    where = f"Slide {n} (“{quoted(title, 40, quote=False)}”)"
     points = _points(raw.get("points", []), where, notes)
     return Slide(page.path, query, title, points, _question(raw.get("question"), where, notes))
 
@@ -190,13 +195,13 @@ def view_query(raw: Any) -> tuple[tuple[tuple[str, str], ...], list[str]]:
     params, problems = {}, []
     for key, value in raw.items():
         if key in NOT_IN_SLIDES:
-            problems.append(f"{_short(key)} is chosen by whoever plays the lesson, not by a slide; it is ignored.")
+            problems.append(f"{quoted(key)} is chosen by whoever plays the lesson, not by a slide; it is ignored.")
         elif isinstance(value, bool):
             params[key] = "true" if value else "false"
         elif isinstance(value, (str, int, float)):
             params[key] = _clean(str(value))
         else:
-            problems.append(f"the setting {_short(key)} holds {_kind(value)}, not one value; it is ignored.")
+            problems.append(f"the setting {quoted(key)} holds {_kind(value)}, not one value; it is ignored.")
     values, url_problems = settings.from_query(params)
     query = settings.to_query(settings.defaults() | values)
     return tuple(query.items()), problems + [_as_setting(p) for p in url_problems]
@@ -214,18 +219,18 @@ def _points(raw: Any, where: str, notes: list[str]) -> tuple[Point, ...]:
         notes.append(f"{where}: its talking points must be a list; they are left out.")
         return ()
     if len(raw) > MAX_POINTS:
-        notes.append(f"{where} has {len(raw)} talking points; a slide keeps at most {MAX_POINTS}, so the last "
-                     f"{len(raw) - MAX_POINTS} are left out.")
+        notes.append(f"{where} has {len(raw):,} talking points; a slide keeps at most {MAX_POINTS}, so the last "
+                     f"{len(raw) - MAX_POINTS:,} are left out.")
     points = []
     for i, item in enumerate(raw[:MAX_POINTS], 1):
         spot = f"{where}, point {i}"
         body, checks = (item.get("text"), item.get("checks", [])) if isinstance(item, dict) else (item, [])
         if isinstance(item, dict):
             _unknown(item, ("text", "checks"), spot, notes)
-        text = _text(body, spot, notes, MAX_TEXT)
+        text = text_field(body, spot, notes, MAX_TEXT)
         if text:
             points.append(Point(text, _checks(checks, text, spot, notes)))
-        elif body is not None and isinstance(body, str):
+        elif body is None or isinstance(body, str) and len(body) <= MAX_TEXT:
             notes.append(f"{spot} is empty; it is left out.")
     return tuple(points)
 
@@ -235,7 +240,7 @@ def _checks(raw: Any, text: str, where: str, notes: list[str]) -> tuple[Check, .
         notes.append(f"{where}: its checks must be a list; they are left out.")
         return ()
     if len(raw) > MAX_CHECKS:
-        notes.append(f"{where} has {len(raw)} checks; at most {MAX_CHECKS} are kept.")
+        notes.append(f"{where} has {len(raw):,} checks; at most {MAX_CHECKS} are kept.")
     checks = []
     for item in raw[:MAX_CHECKS]:
         check, problem = _check(item, text)
@@ -252,7 +257,7 @@ def _check(raw: Any, text: str) -> tuple[Check | None, str]:
     name = raw.get("claim")
     claim = CLAIMS.get(name) if isinstance(name, str) else None
     if claim is None:
-        return None, f"there is no claim called {_short(str(name))}"
+        return None, f"there is no claim called {quoted(str(name))}"
     ops = [op for op in OPS if op in raw]
     extra = set(raw) - {"claim", "args", *OPS}
     if len(ops) != 1 or extra:
@@ -262,16 +267,16 @@ def _check(raw: Any, text: str) -> tuple[Check | None, str]:
         return None, f"the value of {ops[0]!r} must be text or a number"
     value = str(value)
     if value not in text:
-        return None, f"the checked value {_short(value)} does not appear in the point's text"
+        return None, f"the checked value {quoted(value)} does not appear in the point's text"
     if ops[0] != "shows" and not _is_number(value):
-        return None, f"{ops[0]!r} needs a number, not {_short(value)}"
+        return None, f"{ops[0]!r} needs a number, not {quoted(value)}"
     args = raw.get("args", {})
     if not isinstance(args, dict) or any(isinstance(v, bool) or not isinstance(v, (str, int, float)) for v in args.values()):
         return None, "its args must map names to single values"
     unknown = [k for k in args if k not in claim.params]
     if unknown:
         takes = ", ".join(claim.params) or "no args"
-        return None, f"the claim {name!r} takes {takes}, not {_short(unknown[0])}"
+        return None, f"the claim {name!r} takes {takes}, not {quoted(unknown[0])}"
     return Check(name, value, ops[0], tuple(sorted(args.items()))), ""
 
 
@@ -282,15 +287,15 @@ def _question(raw: Any, where: str, notes: list[str]) -> Question | None:
         notes.append(f"{where}: a question must be an object with \"ask\" and \"answer\"; it is left out.")
         return None
     _unknown(raw, ("ask", "answer"), f"{where}'s question", notes)
-    ask = _text(raw.get("ask"), f"{where}'s question", notes, MAX_TEXT)
+    ask = text_field(raw.get("ask"), f"{where}'s question", notes, MAX_TEXT)
     if not ask:
         notes.append(f"{where}'s question has no text to ask; it is left out.")
         return None
-    return Question(ask, _text(raw.get("answer", ""), f"{where}'s answer", notes, MAX_TEXT))
+    return Question(ask, text_field(raw.get("answer", ""), f"{where}'s answer", notes, MAX_TEXT))
 
 
-def _text(value: Any, what: str, notes: list[str], limit: int, cut: bool = False) -> str:
-    """A text field, stripped; anything else is reported and read as ''. Too long: cut (titles) or left out."""
+def text_field(value: Any, what: str, notes: list[str], limit: int, cut: bool = False) -> str:
+    """A text field, stripped; anything else is noted and read as ''. Too long: cut (titles) or left out, noted."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -314,7 +319,15 @@ def _clean(text: str) -> str:
 def _unknown(doc: Mapping, known: Iterable[str], where: str, notes: list[str]) -> None:
     for key in doc:
         if key not in known:
-            notes.append(f"Ignored the unknown field {_short(str(key))} in {where[:1].lower() + where[1:]}.")
+            notes.append(f"Ignored the unknown field {quoted(str(key))} in {where[:1].lower() + where[1:]}.")
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _is_number(text: str) -> bool:
@@ -330,7 +343,8 @@ def _kind(value: Any) -> str:
         type(value), "a number")
 
 
-def _short(text: str, limit: int = 40, quote: bool = True) -> str:
+def quoted(text: str, limit: int = 40, quote: bool = True) -> str:
+    """User text as a note quotes it: on one line, at most `limit` characters, in quotes by default."""
     text = _clean(text).replace("\n", " ")
     text = text if len(text) <= limit else text[:limit] + "…"
     return repr(text) if quote else text
@@ -366,11 +380,13 @@ def _check_dict(check: Check) -> dict[str, Any]:
 def dumps(lesson: Lesson) -> str:
     """The lesson file's text (JSON, UTF-8 when encoded). ValueError when it is over the size a file may have."""
     text = json.dumps(to_dict(lesson), ensure_ascii=False, indent=2)
-    size = len(text.encode("utf-8"))
-    if size > MAX_BYTES:
-        raise ValueError(f"This lesson is {size / 1000:,.0f} kB; a lesson may be at most {MAX_BYTES // 1000} kB. "
-                         "Shorten its notes or split it into two lessons.")
+    if len(text.encode("utf-8")) > MAX_BYTES:
+        raise ValueError(_too_large("This lesson"))
     return text
+
+
+def _too_large(what: str) -> str:
+    return f"{what} is over the {MAX_BYTES // 1000} kB a lesson may have; shorten its notes or split it into two lessons."
 
 
 def export_bytes(lesson: Lesson) -> bytes:
@@ -392,8 +408,8 @@ def to_link(lesson: Lesson) -> str:
         dumps(lesson)  # raises the file's own size sentence
     token = PACKED + base64.urlsafe_b64encode(zlib.compress(data, 9)).decode("ascii").rstrip("=")
     if len(token) > MAX_LINK:
-        raise ValueError(f"This lesson is too large for a link ({len(token):,} characters; at most {MAX_LINK:,}). "
-                         "Export it as a file and share the file instead.")
+        raise ValueError(f"This lesson is too large for a link ({len(token):,} characters, at most {MAX_LINK:,}); "
+                         "export it as a file and share the file instead.")
     return token
 
 
@@ -411,7 +427,7 @@ def from_link(link: str) -> tuple[Lesson, list[str]]:
         raise ValueError(f"This lesson link is {len(link):,} characters long; lesson links have at most {MAX_LINK:,}.")
     body = link[len(PACKED):]
     if not re.fullmatch(r"[A-Za-z0-9_-]*", body):
-        raise ValueError("This lesson link is damaged: it holds characters a lesson link never has. Copy it again.")
+        raise ValueError("This lesson link is damaged: it holds characters a lesson link never has; copy it again.")
     try:
         data = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
         unzip = zlib.decompressobj()
@@ -420,120 +436,9 @@ def from_link(link: str) -> tuple[Lesson, list[str]]:
         raise ValueError("This lesson link is damaged (cut short or changed); copy the whole link again.") from None
     if len(raw) > MAX_BYTES or unzip.unconsumed_tail:
         raise ValueError(f"This lesson link unpacks to more than {MAX_BYTES // 1000} kB, more than any lesson may hold.")
-    if not unzip.eof:
-        raise ValueError("This lesson link is damaged (cut short); copy the whole link again.")
-    return loads(raw)
-
-
-# ----------------------------------------------------------------------------------------------------- editing
-def capture(page: str, query: Mapping[str, Any], title: str = "", note: str = "") -> tuple[Slide, list[str]]:
-    """A slide of the view on screen: its page's URL path and its URL query (ui.settings.to_query of the store)."""
-    found = page_named(page)
-    if found is None:
-        raise ValueError(f"There is no page {_short(page)} to capture; the app has {', '.join(pages())}.")
-    view, problems = view_query({k: v for k, v in query.items() if k not in NOT_IN_SLIDES})
-    notes: list[str] = []
-    title = _text(title, "The title", notes, MAX_TITLE, cut=True) or found.title
-    text = _text(note, "The note", notes, MAX_TEXT)
-    return Slide(found.path, view, title, (Point(text),) if text else ()), problems + notes
-
-
-def add_slide(lesson: Lesson, slide: Slide, at: int | None = None) -> Lesson:
-    """The lesson with `slide` inserted before position `at` (default: at the end)."""
-    if len(lesson.slides) >= MAX_SLIDES:
-        raise ValueError(f"This lesson already has {MAX_SLIDES} slides, the most a lesson may have; start a new one.")
-    slides = list(lesson.slides)
-    slides.insert(len(slides) if at is None else _index(lesson, at, end=True), slide)
-    return _fits(replace(lesson, slides=tuple(slides)))
-
-
-def move_slide(lesson: Lesson, i: int, to: int) -> Lesson:
-    """The lesson with slide i moved to position `to` (0-based; the others keep their order)."""
-    slides = list(lesson.slides)
-    slide = slides.pop(_index(lesson, i))
-    slides.insert(_index(lesson, to), slide)
-    return replace(lesson, slides=tuple(slides))
-
-
-def delete_slide(lesson: Lesson, i: int) -> Lesson:
-    slides = list(lesson.slides)
-    del slides[_index(lesson, i)]
-    return replace(lesson, slides=tuple(slides))
-
-
-def edit_slide(lesson: Lesson, i: int, *, title: str | None = None, points: Iterable[str] | None = None,
-               question: tuple[str, str] | None = None) -> Lesson:
-    """The lesson with slide i retitled, its talking points replaced, or its question (ask, answer) set; ("", "")
-    removes the question. A point whose text is unchanged keeps its checks; an edited one loses them."""
-    slide = lesson.slides[_index(lesson, i)]
-    notes: list[str] = []
-    if title is not None:
-        slide = replace(slide, title=_required(title, "A slide's title", MAX_TITLE))
-    if points is not None:
-        texts = [t for t in (_text(p, "A talking point", notes, MAX_TEXT) for p in points) if t]
-        if len(texts) > MAX_POINTS:
-            raise ValueError(f"A slide has at most {MAX_POINTS} talking points; this would have {len(texts)}.")
-        kept = {p.text: p for p in slide.points}
-        slide = replace(slide, points=tuple(kept.get(t, Point(t)) for t in texts))
-    if question is not None:
-        ask, answer = (_text(q, "The question", notes, MAX_TEXT) for q in question)
-        slide = replace(slide, question=Question(ask, answer) if ask else None)
-    if notes:
-        raise ValueError(notes[0])
-    slides = list(lesson.slides)
-    slides[_index(lesson, i)] = slide
-    return _fits(replace(lesson, slides=tuple(slides)))
-
-
-def edit_lesson(lesson: Lesson, *, title: str | None = None, description: str | None = None) -> Lesson:
-    """The lesson retitled, or with a new description."""
-    notes: list[str] = []
-    if title is not None:
-        lesson = replace(lesson, title=_required(title, "The lesson's title", MAX_TITLE))
-    if description is not None:
-        lesson = replace(lesson, description=_text(description, "The description", notes, MAX_TEXT))
-    if notes:
-        raise ValueError(notes[0])
-    return _fits(lesson)
-
-
-def _required(text: str, what: str, limit: int) -> str:
-    notes: list[str] = []
-    value = _text(text, what, notes, limit)
-    if notes:
-        raise ValueError(notes[0])
-    if len(value) > limit:
-        raise ValueError(f"{what} may have at most {limit} characters.")
-    if not value:
-        raise ValueError(f"{what} cannot be empty.")
-    return value
-
-
-def _index(lesson: Lesson, i: int, end: bool = False) -> int:
-    top = len(lesson.slides) if end else len(lesson.slides) - 1
-    if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i <= top:
-        raise ValueError(f"There is no slide {i!r} here; slides are numbered 0 to {top}.")
-    return i
-
-
-def _fits(lesson: Lesson) -> Lesson:
-    dumps(lesson)  # raises the size sentence when the lesson would no longer fit in a file
-    return lesson
-
-
-# ----------------------------------------------------------------------------------------------------- display
-def display_text(text: str, *, limit: int | None = None, wrap: int = 60) -> str:
-    """A note as it may be shown: line breaks kept, control characters visible, bidi overrides neutralised (as
-    tokens are shown), and a zero-width break every `wrap` characters inside longer words so they wrap on screen.
-
-    Still plain text: show it with st.text (or html.escape it); it never becomes HTML or Markdown.
-    """
-    lines = [printable(line.replace("\t", "    ")) for line in text.split("\n")]
-    out = "\n".join(re.sub(rf"\S{{{wrap + 1},}}", lambda m: _breakable(m.group(), wrap), line) for line in lines)
-    if limit is not None and len(out) > limit:
-        out = out[: limit - 1] + "…"
-    return out
-
-
-def _breakable(word: str, every: int) -> str:
-    return "\u200b".join(word[i:i + every] for i in range(0, len(word), every))
+    if not unzip.eof or unzip.unused_data or not _utf8(raw):
+        raise ValueError("This lesson link is damaged (cut short or changed); copy the whole link again.")
+    try:
+        return loads(raw)
+    except ValueError as err:  # the file's sentences, told of a link
+        raise ValueError(str(err).replace("This lesson file", "This lesson link").replace("This file", "This link")) from None

@@ -8,6 +8,7 @@ whole. Lessons from there are read-only: editing one makes an in-memory copy.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -40,8 +41,9 @@ def builtin_names() -> list[str]:
     return list(BUILTINS)
 
 
+@functools.cache
 def load_builtin(name: str) -> Lesson:
-    """A built-in lesson by name; they read without a note (tested)."""
+    """A built-in lesson by name (read once: lessons are immutable); they read without a note (tested)."""
     if name not in BUILTINS:
         raise ValueError(f"There is no built-in lesson {name!r}; there are {', '.join(BUILTINS)}.")
     lesson, _ = loads((BUILTIN_DIR / f"{name}{SUFFIX}").read_bytes())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import datetime
 import html
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,8 @@ from .. import get_permutation_check, get_rollout, get_variant_trace
 from .. import purpose as sentences
 from ..captions import ROUNDING, rewired_note
 from . import claims
-from .format import Lesson, Slide, display_text
+from .edit import display_text
+from .format import Lesson, Slide
 from .live import Live, open_view
 
 MAX_HANDOUT_BYTES = 8_000_000  # the issue's cap for a 10-slide lesson
@@ -171,7 +173,8 @@ MAIN_FIGURES: dict[str, Callable[[Live], Figure] | None] = {
     "trajectories": _trajectories,
     "knockout": _knockout,
 }
-NEEDS_NO_TRACE = ("diagram", "walkthrough", "warmup")  # these draw from the config (or nothing of the model) alone
+NEEDS_CONFIG_ONLY = ("diagram", "walkthrough")  # drawn from the config alone (with statistics when there is a trace)
+NEEDS_NO_MODEL = ("warmup",)  # trains models of its own
 
 
 def main_figure(page: str, values: dict[str, Any]) -> Figure | None:
@@ -182,7 +185,8 @@ def main_figure(page: str, values: dict[str, Any]) -> Figure | None:
     if build is None:
         return None
     live = open_view(values)
-    if live.frame.config is None or (live.frame.trace is None and page not in NEEDS_NO_TRACE):
+    missing = live.frame.config is None if page in NEEDS_CONFIG_ONLY else live.frame.trace is None
+    if missing and page not in NEEDS_NO_MODEL:
         raise ValueError(live.problem or live.frame.problem or "This view cannot be drawn.")
     return build(live)
 
@@ -210,6 +214,11 @@ document.querySelectorAll('script[type="application/json"][data-figure]').forEac
                  {displaylogo: false, responsive: true, toImageButtonOptions: {format: 'png', scale: 3}});
 });
 """
+
+
+def plotly_js() -> str:
+    """The installed plotly package's offline plotly.js, safe inside one <script> element."""
+    return re.sub(r"<(/script|!--)", r"<\\\1", get_plotlyjs(), flags=re.IGNORECASE)
 
 
 def _esc(text: str) -> str:
@@ -270,6 +279,6 @@ def handout(lesson: Lesson, base_url: str = "") -> bytes:
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{_esc(lesson.title)}</title><style>{CSS}</style>"
-            f"<script>/* plotly.js from plotly {plotly.__version__} */\n{get_plotlyjs()}</script></head>\n<body>\n"
+            f"<script>/* plotly.js from plotly {plotly.__version__} */\n{plotly_js()}</script></head>\n<body>\n"
             + "\n".join(body) + f"\n<script>{DRAW}</script>\n</body></html>\n")
     return page.encode("utf-8")
