@@ -10,6 +10,7 @@ import math
 import os
 import re
 import time
+import urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -67,6 +68,11 @@ def test_a_slide_holds_its_view_as_the_url_does():
     assert made.url("https://class.example.org/app/").startswith("https://class.example.org/app/inside-a-head?")
     default, _ = lessons.capture("", {})
     assert default.link() == ("/", {}) and default.url() == "./"
+    long = settings.defaults() | {"text": "A long sentence, said again. " * 80, "layer": 1}
+    packed, _ = lessons.capture("diagram", settings.to_query(long))
+    assert dict(packed.query)["text"].startswith(settings.PACKED)  # as the app's own link carries it
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(packed.url("http://h/")).query)
+    assert settings.defaults() | settings.from_query(query)[0] == long == packed.values()
 
 
 def test_settings_in_a_file_are_read_as_a_link_reads_them():
@@ -394,6 +400,19 @@ def test_a_check_fails_when_the_number_is_wrong():
     missing = format.Check("weight", "0.1", "shows", (("key", "zebra"), ("query", "it")))
     shown, ok = claims.evaluate(missing, open_view(s.values()))
     assert not ok and "not in this sentence" in shown
+
+
+def test_every_claim_survives_any_args_a_file_may_give():
+    """A user's lesson may give any claim any args: the verdict says it cannot be computed, nothing is raised."""
+    live = open_view(settings.defaults() | {"ablate": "3.1"})
+    for name, claim in lessons.CLAIMS.items():
+        tries = [dict.fromkeys(claim.params, bad) for bad in ("x", "", -1, 10**6, 3.5)] if claim.params else [{}]
+        for args in tries:
+            shown, ok = claims.evaluate(format.Check(name, "1", "shows", tuple(sorted(args.items()))), live)
+            assert isinstance(shown, str) and isinstance(ok, bool), name
+    broken = open_view(settings.defaults() | {"model": "ckpt:gone"})
+    shown, ok = claims.evaluate(format.Check("d_model", "384"), broken)
+    assert not ok and "not installed on this server" in shown
 
 
 def test_numbers_are_compared_as_they_are_written():

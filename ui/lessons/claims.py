@@ -369,6 +369,8 @@ def similarity(live: Live, a: int | str, b: int | str, pool: str | None = None) 
 @claim("component")
 def pca_share(live: Live, component: int | str) -> float:
     """Share of the variance kept by the trajectories' first (1) or second (2) component, or by both ("both")."""
+    if component not in ("both", 1, 2, "1", "2"):
+        raise ValueError(f"component={component!r}: choose 1, 2 or both.")
     _, shares = purpose.get_trajectories(live.frame)
     return float(shares.sum() if component == "both" else shares[int(component) - 1])
 
@@ -444,8 +446,10 @@ def evaluate(check: Check, live: Live) -> tuple[str, bool]:
     """(the claim as written, whether it reads as the check says) on this live view."""
     try:
         actual = CLAIMS[check.claim].compute(live, **dict(check.args))
-    except (ValueError, KeyError, IndexError, RuntimeError) as err:
-        return f"cannot be computed: {err}", False
+    except ValueError as err:  # the claims' own sentences (a token not in the sentence, a model not installed)
+        return f"cannot be computed here: {str(err)[:160]}", False
+    except (KeyError, IndexError, TypeError, RuntimeError, ZeroDivisionError):
+        return f"cannot be computed here with the args {dict(check.args)!r}", False
     if check.op == "shows":
         shown = written_like(actual, check.value)
         return shown, shown == check.value
