@@ -35,9 +35,10 @@ def banded_attention(
 ) -> tuple[Tensor, Tensor]:
     """q, k, v (B, H, T, dh); pad_mask (B, T) True at padding -> pattern (B, H, T, T), zero outside the band; z (B, H, T, dh).
 
-    `out` is the tensor to write the pattern into (the trace's buffer), or None. Masked scores are set to the
-    lowest float, not -inf: a padding query whose whole window is padding then gets a finite row (as in
-    transformers) instead of NaN, which would reach the real tokens through its value vector.
+    `out` is the tensor to write the pattern into (the trace's buffer), or None. Keys outside the window get -inf
+    (every window holds its own query, so no row is all -inf); padded keys get the lowest float instead, so a
+    padding query whose whole window is padding gets a finite row (as in transformers) rather than NaN, which
+    would reach the real tokens through its value vector.
     """
     B, H, T, dh = q.shape
     pattern = out.zero_() if out is not None else q.new_zeros(B, H, T, T)
@@ -52,8 +53,8 @@ def banded_attention(
         scores = q[:, :, start:stop] @ k[:, :, lo:hi].transpose(-2, -1)  # (B, H, b, hi - lo)
         outside = (pos[start:stop, None] - pos[None, lo:hi]).abs() > radius  # (b, hi - lo)
         if pad_mask is not None:
-            outside = outside | pad_mask[:, None, None, lo:hi]  # (B, 1, b, hi - lo)
-        weights = torch.softmax(scores.masked_fill_(outside, low), dim=-1)
+            scores.masked_fill_(pad_mask[:, None, None, lo:hi], low)  # (B, 1, 1, hi - lo)
+        weights = torch.softmax(scores.masked_fill_(outside, float("-inf")), dim=-1)
         pattern[:, :, start:stop, lo:hi] = weights
         z[:, :, start:stop] = drop(weights) @ v[:, :, lo:hi]
     return pattern, z
