@@ -138,10 +138,8 @@ def compare_window(seq: int, heads: int = 12, d_head: int = 64, radius: int = 64
         times = rounds({"blocks": lambda: window.banded_attention(q, k, v, radius, None, out, lambda t: t),
                         "full_mask": lambda: full_masked(q, k, v, radius, out)}, 6.0 if seq <= 512 else 15.0)
     blocks, full = statistics.median(times["blocks"]) * 1e3, statistics.median(times["full_mask"]) * 1e3
-    block = max(radius, window.MIN_BLOCK)
-    scored = sum(min(seq, s + block + radius) - max(0, s - radius) for s in range(0, seq, block)) * block
     return {"seq": seq, "radius": radius, "blocks_ms": blocks, "full_mask_ms": full, "speedup": full / blocks,
-            "scores_share": scored / seq**2, "max_abs_diff": diff, "reps": len(times["blocks"])}
+            "scores_share": window.scored_pairs(seq, radius) / seq**2, "max_abs_diff": diff, "reps": len(times["blocks"])}
 
 
 def whole_run_with_full_mask(model: encoder.Encoder) -> dict:

@@ -18,6 +18,20 @@ from torch import Tensor
 MIN_BLOCK = 32  # a small window would otherwise mean many tiny matrix products
 
 
+def block_size(radius: int) -> int:
+    """How many queries banded_attention takes at once (the radius: measured best in benchmarks/families_bench.py)."""
+    return max(radius, MIN_BLOCK)
+
+
+def scored_pairs(seq: int, radius: int) -> int:
+    """How many (query, key) scores one head computes at `seq` tokens: seq^2 without a window, fewer in blocks."""
+    if not radius or seq <= radius + 1:  # the window holds every key: plain attention
+        return seq * seq
+    block = block_size(radius)
+    return sum((min(start + block, seq) - start) * (min(seq, start + block + radius) - max(0, start - radius))
+               for start in range(0, seq, block))
+
+
 def band_mask(seq: int, radius: int, device: torch.device | None = None) -> Tensor:
     """(seq, seq) bool, True where key j lies outside query i's window: |i - j| > radius."""
     pos = torch.arange(seq, device=device)
@@ -46,7 +60,7 @@ def banded_attention(
     q = q * (1.0 / math.sqrt(dh))
     pos = torch.arange(T, device=q.device)
     low = torch.finfo(q.dtype).min
-    block = max(radius, MIN_BLOCK)
+    block = block_size(radius)
     for start in range(0, T, block):
         stop = min(start + block, T)
         lo, hi = max(0, start - radius), min(T, stop + radius)  # the keys any query of this block can see

@@ -349,3 +349,15 @@ def test_pytorch_weights_alone_are_refused_with_a_hint(roberta_folder, tmp_path)
     folder = copy_of(roberta_folder, tmp_path / "bin")
     (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
     assert "only safetensors weights are read" in refusal(folder)
+
+
+def test_a_roberta_model_without_positions_is_one_variant_away(tmp_path):
+    """The Position page drops the position table: RoBERTa's offset goes with it, and the rest is the same model."""
+    from encoder.analysis import position, variants
+
+    model = load_pretrained(checkpoints.build("roberta", tmp_path / "roberta"))
+    blind = variants.variant(model, positional="none")
+    assert (blind.cfg.positional, blind.cfg.pos_offset, blind.family) == ("none", 0, "roberta")
+    assert torch.equal(position.pe_table(model.cfg, 5, model), model.embed.pos.weight[2:7])
+    result = position.permutation_check(blind, TEXTS[0], seed=0)
+    assert result.out_diff <= 1e-4 and result.attn_diff <= 1e-5
