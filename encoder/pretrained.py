@@ -9,15 +9,19 @@ for; otherwise a ValueError says what is missing or unknown. A folder laid out a
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
-from .families import family_of, state_dict
+from .config import EncoderConfig
+from .families import Family, check_names, family_of, state_dict, strip_prefix
 from .model import Encoder, pick_device
 from .tokenizer import bundled_model_dir, tokenizer
 
@@ -56,11 +60,8 @@ def read_config(folder: Path) -> dict:
     return hf
 
 
-_GLOBAL_RNG = threading.Lock()  # held while a load draws from, and then restores, torch's global RNG
-
-
-def load_pretrained(folder: str | Path | None = None, device: str | torch.device | None = None) -> Encoder:
-    """Our Encoder filled with a checkpoint of a supported family; default: the bundled all-MiniLM-L6-v2."""
+def _open(folder: str | Path | None) -> tuple[Path, dict[str, Any], Family, EncoderConfig]:
+    """The model folder, its config.json, its family and our config for it; ValueError when any is missing or unknown."""
     folder = model_folder(folder) if folder is not None else bundled_model_dir()
     if not folder.is_dir():
         raise ValueError(f"The model folder {folder.name!r} does not exist.")
@@ -71,7 +72,44 @@ def load_pretrained(folder: str | Path | None = None, device: str | torch.device
         raise ValueError(f"The model folder {folder.name!r} is missing {', '.join(absent)}{hint}.")
     hf = read_config(folder)
     family = family_of(hf)
-    cfg = family.read_config(hf)
+    return folder, hf, family, family.read_config(hf)
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """What a model folder holds, read from config.json and the safetensors header without loading any weights."""
+
+    family: str  # config.json's model_type: "bert", "roberta", ...
+    label: str  # for sentences: "RoBERTa"
+    config: EncoderConfig  # the config the loader builds (DistilBERT's sinusoid shows once the table is read)
+    params: int  # numbers in the encoder's tensors (task heads such as a pooler or an LM head not counted)
+    file_bytes: int  # size of model.safetensors
+
+
+def describe(folder: str | Path) -> CheckpointInfo:
+    """Family, config, parameter count and file size of a model folder, checked as far as names go; no weights read.
+
+    Raises the loader's ValueError for an unknown family, a config key we do not implement, or tensors missing or
+    left over, so a listing can say which folders would load before any is loaded.
+    """
+    folder, _, family, cfg = _open(folder)
+    path = folder / "model.safetensors"
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            shapes = strip_prefix({name: f.get_slice(name).get_shape() for name in f.keys()}, family.prefix)
+    except (SafetensorError, OSError, ValueError) as err:
+        raise ValueError(f"model.safetensors in {folder.name!r} could not be read ({err}).") from None
+    wanted, _ = check_names(family, cfg, shapes)
+    return CheckpointInfo(family=family.name, label=family.label, config=cfg,
+                          params=sum(math.prod(shapes[name]) for name in wanted), file_bytes=path.stat().st_size)
+
+
+_GLOBAL_RNG = threading.Lock()  # held while a load draws from, and then restores, torch's global RNG
+
+
+def load_pretrained(folder: str | Path | None = None, device: str | torch.device | None = None) -> Encoder:
+    """Our Encoder filled with a checkpoint of a supported family; default: the bundled all-MiniLM-L6-v2."""
+    folder, hf, family, cfg = _open(folder)
     try:
         weights = load_file(str(folder / "model.safetensors"))
     except (SafetensorError, OSError, ValueError) as err:

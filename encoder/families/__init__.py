@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import Family, state_dict
+from ._base import Family, check_names, state_dict, strip_prefix
 from .bert import ALBERT, BERT, ELECTRA, ROBERTA, XLM_ROBERTA
 from .distilbert import DISTILBERT
 from .modernbert import MODERNBERT
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (BERT, ROBERTA, XLM_ROBERTA, DISTILBERT, ELECTRA, ALBERT, MODERNBERT)}
 
-__all__ = ["FAMILIES", "Family", "family_of", "state_dict"]
+__all__ = ["FAMILIES", "Family", "check_names", "family_of", "state_dict", "strip_prefix"]
 
 
 def family_of(hf: dict[str, Any]) -> Family:

@@ -148,14 +148,14 @@ def _listing(names: list[str]) -> str:
     return ", ".join(names[:3]) + more
 
 
-def _strip_prefix(weights: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
-    """The checkpoint with the task model's prefix taken off (bert.embeddings... -> embeddings...)."""
-    out: dict[str, Tensor] = {}
-    for name, tensor in weights.items():
+def strip_prefix(names: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The checkpoint's names with a task model's prefix taken off (bert.embeddings... -> embeddings...)."""
+    out: dict[str, Any] = {}
+    for name, value in names.items():
         short = name.removeprefix(prefix) if prefix else name
         if short in out:
             raise ValueError(f"model.safetensors holds both {name} and {short}: two copies of one tensor; keep one.")
-        out[short] = tensor
+        out[short] = value
     return out
 
 
@@ -166,33 +166,40 @@ _BUFFERS: dict[str, Callable[[Tensor], bool]] = {
 }
 
 
-def state_dict(family: Family, cfg: EncoderConfig, weights: dict[str, Tensor]) -> tuple[dict[str, Tensor], list[str]]:
-    """Our parameters made of a checkpoint's tensors, and the task-head tensors set aside.
+def check_names(family: Family, cfg: EncoderConfig, names: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(the checkpoint tensors our parameters are made of, the task-head tensors set aside), from names alone.
 
     Every tensor the config implies must be there, and every tensor must be one of them, a task head or a
-    buffer with its usual value; anything else is named in a ValueError, since it means the checkpoint is
+    buffer saved by older versions; anything else is named in a ValueError, since it means the checkpoint is
     not the model config.json describes.
     """
-    weights = _strip_prefix(weights, family.prefix)
-    names = family.tensors(cfg)
-    wanted = list(dict.fromkeys(src for sources in names.values() for src in sources))
-    missing = [name for name in wanted if name not in weights]
+    names = list(names)
+    wanted = list(dict.fromkeys(src for sources in family.tensors(cfg).values() for src in sources))
+    present = set(names)
+    missing = [name for name in wanted if name not in present]
     if missing:
         raise ValueError(f"model.safetensors lacks {_listing(missing)}.")
-    for name, ok in _BUFFERS.items():
-        if name in weights and not ok(weights[name]):
-            raise ValueError(f"model.safetensors has a {name} buffer with unusual values; transformers would use "
-                             "them as the ids, which this loader does not; remove the tensor.")
-    heads = [name for name in weights if name.startswith(family.heads)]
+    heads = [name for name in names if name.startswith(family.heads)]
     known = set(wanted) | set(heads) | set(_BUFFERS)
-    unused = [name for name in weights if name not in known]
+    unused = [name for name in names if name not in known]
     if unused:
         raise ValueError(
             f"model.safetensors has tensors that a {family.label} encoder with this config.json does not use: "
             f"{_listing(unused)}. Check num_hidden_layers and the other sizes in config.json, or remove those tensors."
         )
+    return wanted, heads
+
+
+def state_dict(family: Family, cfg: EncoderConfig, weights: dict[str, Tensor]) -> tuple[dict[str, Tensor], list[str]]:
+    """Our parameters made of a checkpoint's tensors, and the task-head tensors set aside (see check_names)."""
+    weights = strip_prefix(weights, family.prefix)
+    _, heads = check_names(family, cfg, weights)
+    for name, ok in _BUFFERS.items():
+        if name in weights and not ok(weights[name]):
+            raise ValueError(f"model.safetensors has a {name} buffer with unusual values; transformers would use "
+                             "them as the ids, which this loader does not; remove the tensor.")
     state = {}
-    for ours, sources in names.items():
+    for ours, sources in family.tensors(cfg).items():
         parts = [weights[s] for s in sources]
         if len({p.shape[1:] for p in parts}) > 1:
             shapes = ", ".join(f"{s} {tuple(p.shape)}" for s, p in zip(sources, parts, strict=True))

@@ -67,6 +67,16 @@ def test_special_tokens_come_from_the_tokenizer(family_folder):
     assert (trace.tokens[0], trace.tokens[-1]) == SPECIALS[family]
 
 
+def test_a_text_longer_than_max_len_is_cut_as_transformers_cuts_it(family_folder):
+    family, folder = family_folder
+    model = load_pretrained(folder)
+    text = " ".join([checkpoints.LONG] * 3)
+    trace = run(model, text, max_tokens=100)
+    expected = AutoTokenizer.from_pretrained(str(folder))(text, truncation=True, max_length=100)["input_ids"]
+    assert trace.truncated and trace.seq_len == 100 and trace.token_ids == expected
+    assert trace.tokens[-1] == SPECIALS[family][1] and trace.special_positions == (0, 99)
+
+
 def test_a_task_checkpoint_loads_its_encoder_and_sets_the_head_aside(family_folder, tmp_path):
     family, _ = family_folder
     folder = checkpoints.build(family, tmp_path / family, task=True)
@@ -361,3 +371,18 @@ def test_a_roberta_model_without_positions_is_one_variant_away(tmp_path):
     assert torch.equal(position.pe_table(model.cfg, 5, model), model.embed.pos.weight[2:7])
     result = position.permutation_check(blind, TEXTS[0], seed=0)
     assert result.out_diff <= 1e-4 and result.attn_diff <= 1e-5
+
+
+@pytest.mark.parametrize("family", ["albert", "roberta", "modernbert"])
+def test_describe_reads_family_and_size_without_loading(family, tmp_path):
+    from encoder.pretrained import describe
+
+    folder = checkpoints.build(family, tmp_path / family, task=True)
+    info = describe(folder)
+    model = load_pretrained(folder)
+    assert (info.family, info.config) == (family, model.cfg)
+    assert info.params == sum(p.numel() for p in model.parameters())  # ALBERT's shared layer counted once
+    assert info.file_bytes == (folder / "model.safetensors").stat().st_size
+    edit_weights(folder, **{"stray.weight": torch.zeros(3)})
+    with pytest.raises(ValueError, match="does not use: stray.weight"):
+        describe(folder)
