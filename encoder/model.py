@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -20,6 +18,7 @@ from torch import Tensor, nn
 
 from ._buffers import pattern_buffer
 from .config import EncoderConfig
+from .knockout import KEEP_ALL, SUBLAYERS, Knockout, check_ablate, knockouts  # noqa: F401  (imported from here too)
 from .rotary import rope_angles, rotate
 from .window import banded_attention
 
@@ -28,19 +27,6 @@ from .window import banded_attention
 # (in a sliding-window layer, over the keys inside the window; the others get 0). With rotary positions q and k are
 # the turned vectors, after RoPE: the ones whose dot products are the scores.
 HEAD_TAPS = ("q", "k", "v", "z", "concat")
-SUBLAYERS = ("attn", "ffn")
-
-
-@dataclass(frozen=True)
-class Knockout:
-    """What one layer zeroes in a forward pass: some heads' outputs before W_O, or a whole sub-layer's output."""
-
-    heads: tuple[int, ...] = ()
-    attn: bool = False
-    ffn: bool = False
-
-
-KEEP_ALL = Knockout()
 
 
 class Dropout(nn.Module):
@@ -388,46 +374,6 @@ class Encoder(nn.Module):
                 module.weight.copy_(torch.randn(module.weight.shape, generator=gen))
         if self.cfg.positional == "sinusoidal":  # again: build_model's to_empty() leaves buffers uninitialised
             self.embed.pe.copy_(sinusoidal_table(self.cfg.max_len, self.embed.pe.shape[1]))
-
-
-def _whole(x: object) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def check_ablate(cfg: EncoderConfig, ablate: Iterable | None) -> frozenset[tuple[int, int | str]]:
-    """Validate knock-outs {(layer, head), (layer, "attn"), (layer, "ffn")}; ValueError names a bad one."""
-    if ablate is None:
-        return frozenset()
-    if isinstance(ablate, (str, bytes)) or not isinstance(ablate, Iterable):
-        raise ValueError(f"ablate={ablate!r} must be a set of pairs such as {{(0, 3), (1, 'ffn')}}.")
-    items = set()
-    for item in ablate:
-        if not isinstance(item, (tuple, list)) or len(item) != 2:
-            raise ValueError(f"ablate item {item!r} must be a pair: (layer, head), (layer, 'attn') or (layer, 'ffn').")
-        layer, what = item
-        if not _whole(layer) or not 0 <= layer < cfg.num_layers:
-            raise ValueError(f"ablate item {tuple(item)!r}: layer {layer!r} does not exist; "
-                             f"choose a layer from 0 to {cfg.num_layers - 1}.")
-        if isinstance(what, str) and what not in SUBLAYERS:
-            raise ValueError(f"ablate item {tuple(item)!r}: {what!r} is no sub-layer; use 'attn', 'ffn' or a head number.")
-        if not isinstance(what, str) and (not _whole(what) or not 0 <= what < cfg.num_heads):
-            raise ValueError(f"ablate item {tuple(item)!r}: head {what!r} does not exist; "
-                             f"choose a head from 0 to {cfg.num_heads - 1}.")
-        items.add((int(layer), what if isinstance(what, str) else int(what)))
-    return frozenset(items)
-
-
-def knockouts(cfg: EncoderConfig, ablate: Iterable | None) -> list[Knockout]:
-    """check_ablate's pairs sorted into one Knockout per layer."""
-    items = check_ablate(cfg, ablate)
-    return [
-        Knockout(
-            heads=tuple(sorted(h for i, h in items if i == layer and isinstance(h, int))),
-            attn=(layer, "attn") in items,
-            ffn=(layer, "ffn") in items,
-        )
-        for layer in range(cfg.num_layers)
-    ]
 
 
 def pick_device(prefer: str | None = None) -> torch.device:

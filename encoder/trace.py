@@ -15,7 +15,8 @@ from torch import Tensor
 
 from ._buffers import attention_arena
 from .config import EncoderConfig
-from .model import TAPS, Encoder, check_ablate, flow_order
+from .knockout import check_ablate
+from .model import TAPS, Encoder, flow_order
 from .tokenizer import encode, special_tokens
 
 STAT_COLUMNS = ("mean", "std", "min", "max", "rms", "zero_frac", "nonfinite")
