@@ -45,6 +45,10 @@ def bert_like_config(hf: dict[str, Any], label: str, *, offset: bool = False, pr
         for key, why in (("num_hidden_groups", "groups of layers with weights of their own"),
                          ("inner_group_num", "several different layers inside the shared group")):
             keys.fixed(key, 1, f"this loader maps ALBERT's one shared layer, not {why}")
+        # Keys of the original TensorFlow ALBERT that albert-base-v2's config.json still carries; transformers
+        # reads none of them, so only the values of that plain model are accepted.
+        for key, plain in (("down_scale_factor", 1), ("gap_size", 0), ("net_structure_type", 0), ("num_memory_blocks", 0)):
+            keys.fixed(key, plain, "transformers' ALBERT ignores it, so its effect in the original model is unknown here")
     dropout = float(keys.get("hidden_dropout_prob", 0.0 if albert else 0.1))
     eps = float(keys.get("layer_norm_eps", 1e-12))
     types = keys.get("type_vocab_size", 2)

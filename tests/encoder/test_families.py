@@ -187,7 +187,10 @@ def test_distilbert_with_an_edited_sinusoidal_table_keeps_the_saved_table(tmp_pa
 
 
 def test_albert_has_one_layer_applied_num_layers_times(tmp_path):
-    model = load_pretrained(checkpoints.build("albert", tmp_path / "albert"))
+    folder = checkpoints.build("albert", tmp_path / "albert")
+    # albert-base-v2's config.json still has these keys of the TensorFlow original, at these values
+    edit_config(folder, down_scale_factor=1, gap_size=0, net_structure_type=0, num_memory_blocks=0)
+    model = load_pretrained(folder)
     assert model.cfg.share_layers and model.cfg.d_embed == 16
     first = dict(model.layers[0].named_parameters())
     for layer in model.layers[1:]:
@@ -287,6 +290,8 @@ def test_a_config_we_do_not_implement_is_refused_by_name(roberta_folder, tmp_pat
     [
         ("albert", dict(num_hidden_groups=2), ["num_hidden_groups=2", "one shared layer"]),
         ("albert", dict(inner_group_num=2), ["inner_group_num=2"]),
+        ("albert", dict(down_scale_factor=1, gap_size=0, net_structure_type=1, num_memory_blocks=0),
+         ["net_structure_type=1"]),
         ("modernbert", dict(norm_bias=True), ["norm_bias=True", "must agree"]),
         ("modernbert", dict(hidden_activation="relu"), ["hidden_activation='relu'", "GeGLU"]),
         ("modernbert", dict(layer_types=["full_attention", "sliding_attention", "full_attention", "full_attention"]),
@@ -298,8 +303,8 @@ def test_a_config_we_do_not_implement_is_refused_by_name(roberta_folder, tmp_pat
         ("distilbert", dict(activation="tanh"), ["activation='tanh'"]),
         ("electra", dict(embedding_size=24), ["Shape mismatch for embed.tok.weight"]),
     ],
-    ids=["albert-groups", "albert-inner", "modernbert-bias", "modernbert-act", "modernbert-layers", "modernbert-rope",
-         "modernbert-window", "distilbert-act", "electra-embedding"],
+    ids=["albert-groups", "albert-inner", "albert-tf-keys", "modernbert-bias", "modernbert-act", "modernbert-layers",
+         "modernbert-rope", "modernbert-window", "distilbert-act", "electra-embedding"],
 )
 def test_family_specific_settings_we_do_not_implement_are_refused(family, changes, words, tmp_path):
     message = refusal(edit_config(checkpoints.build(family, tmp_path / family), **changes))
