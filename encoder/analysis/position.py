@@ -118,12 +118,17 @@ def permutation_check(model: Encoder, text: str, seed: int, tol: float = 1e-4) -
 
 
 def pe_table(config: EncoderConfig, seq: int, model: Encoder | None = None) -> Tensor:
-    """The (seq, d_model) positional term added to the embeddings: sinusoidal, learned (from `model`), or zeros."""
+    """The (seq, width) positional term added to the embeddings: sinusoidal, learned (from `model`), or zeros.
+
+    width is d_embed when the embeddings are narrower than d_model. Rotary positions add nothing (zeros): they turn
+    q and k inside attention instead.
+    """
     if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= config.max_len:
         raise ValueError(f"seq={seq!r} must be a whole number from 1 to max_len={config.max_len}.")
+    width = config.d_embed or config.d_model
     if config.positional == "sinusoidal":
-        return sinusoidal_table(seq, config.d_model)
+        return sinusoidal_table(seq, width)
     if config.positional == "learned":
         model = model if model is not None else build_model(config, "cpu")
-        return model.embed.pos.weight[:seq].detach().float().cpu().clone()
-    return torch.zeros(seq, config.d_model)
+        return model.embed.positions(seq).detach().float().cpu().clone()  # from row pos_offset (RoBERTa: 2)
+    return torch.zeros(seq, width)

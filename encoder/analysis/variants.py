@@ -17,6 +17,8 @@ def variant(model: Encoder, **changes: object) -> Encoder:
     positions simply leaves the position table out. The variant shares the original's tensors (nothing here
     writes to them), so it costs no extra memory.
     """
+    if changes.get("positional", "learned") != "learned" and model.cfg.pos_offset:
+        changes = {**changes, "pos_offset": 0}  # RoBERTa's offset belongs to its position table, which is left out
     cfg = model.cfg.replace(**changes)
     if cfg == model.cfg:
         return model
@@ -28,9 +30,11 @@ def variant(model: Encoder, **changes: object) -> Encoder:
         raise ValueError(f"These weights cannot be reused under {changes}: {', '.join(missing[:3])} would be new.")
     twin.load_state_dict({k: source[k] for k in twin.state_dict()}, strict=True, assign=True)
     if cfg.positional == "sinusoidal":  # a non-persistent buffer is not in the state dict
-        pe = model.embed.pe if model.cfg.positional == "sinusoidal" else sinusoidal_table(cfg.max_len, cfg.d_model)
+        width = cfg.d_embed or cfg.d_model
+        pe = model.embed.pe if model.cfg.positional == "sinusoidal" else sinusoidal_table(cfg.max_len, width)
         twin.embed.register_buffer("pe", pe.to(next(model.parameters()).device), persistent=False)
-    twin.vocab_dir = model.vocab_dir
+    twin.tie_layers()
+    twin.vocab_dir, twin.family = model.vocab_dir, model.family
     return twin.eval().requires_grad_(False)
 
 

@@ -18,11 +18,17 @@ CONFIGS = [
     # BERT-like: learned positions, segment embeddings, embedding LayerNorm
     pretrained_config(dict(hidden_size=64, num_attention_heads=4, intermediate_size=256, num_hidden_layers=2,
                            vocab_size=1000, max_position_embeddings=128, type_vocab_size=2)),
+    # ModernBERT-like: rotary, GeGLU, no biases, no first LayerNorm, windowed layers between global ones
+    EncoderConfig(**{**SMALL, "num_layers": 4}, norm="pre", final_norm=True, embed_norm=True, positional="rotary",
+                  ffn="geglu", bias=False, window=8, global_every=3, first_norm1=False),
+    # ALBERT-like: narrow embeddings projected up, one shared layer; RoBERTa-like offset positions; SwiGLU
+    EncoderConfig(**SMALL, positional="learned", pos_offset=2, d_embed=16, share_layers=True, type_vocab_size=2,
+                  embed_norm=True, ffn="swiglu"),
 ]
 
 
 def _name(c: EncoderConfig) -> str:
-    return f"{c.norm}-{c.positional}-d{c.d_model}-final{c.final_norm}-seg{c.type_vocab_size}"
+    return f"{c.norm}-{c.positional}-d{c.d_model}-final{c.final_norm}-seg{c.type_vocab_size}-{c.ffn}-w{c.window}"
 
 
 def _real(cfg: EncoderConfig) -> int:
@@ -36,7 +42,9 @@ def test_param_count_equals_the_real_model(cfg):
     summary = param_summary(cfg)
     assert summary["total"] == _real(cfg)
     assert summary["embeddings"] + summary["layers"] + summary["final"] == summary["total"]
-    assert summary["layers"] == cfg.num_layers * summary["per_layer"]
+    layers = 1 if cfg.share_layers else cfg.num_layers
+    ln1 = 0 if cfg.first_norm1 else cfg.d_model  # only layer 0 lacks it
+    assert summary["layers"] == layers * summary["per_layer"] + (layers - 1) * ln1
 
 
 def test_param_count_of_the_default_config_is_the_paper_base_encoder():
@@ -58,8 +66,8 @@ def test_per_layer_rows_match_the_model_modules():
     assert layer["LayerNorm 1"] == numel(model.layers[0].ln1)
 
 
-@pytest.mark.parametrize("cfg", CONFIGS[:5], ids=_name)
-@pytest.mark.parametrize("seq", [1, 7, 33])
+@pytest.mark.parametrize("cfg", CONFIGS[:5] + CONFIGS[6:], ids=_name)
+@pytest.mark.parametrize("seq", [1, 7, 33, 40])  # 40: two query blocks in a window
 def test_matmul_flops_equal_torch_flop_counter(cfg, seq):
     model = build_model(cfg, "cpu")
     with FlopCounterMode(display=False) as counter, torch.inference_mode():
