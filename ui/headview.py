@@ -1,6 +1,6 @@
 """The head view (issue 12): attention as lines between two columns of tokens, drawn in the browser.
 
-A Streamlit component (inline JS and CSS from headview.js / headview.css; nothing is fetched
+A Streamlit component (ui/headview.js and .css joined with the shared base by ui/components.py; nothing is fetched
 at run time) fed by the attention payload (ui/payload.py): up to 128 tokens every layer x head as uint16 weights,
 longer inputs as 8-bit layers deflated one by one, as many as fit, nearest the chosen one first (for the
 pretrained model that is all of them). Hovering a token and switching head or layer are then drawn in the browser
@@ -15,7 +15,6 @@ Also here: the click-through from the model view and the all-heads grid to the o
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
@@ -25,19 +24,14 @@ import encoder
 from encoder.viz.figures import export_name
 
 from . import fragment, need_trace, payload, state
+from .components import register
 from .payload import ships_all
 
 __all__ = ["KEY", "show", "ships_all", "clickable_chart", "clicked_head"]
 
 KEY = "head-view"  # the component's key, whose "pick" payload.store_pick reads
 
-_HERE = Path(__file__).parent
-
-_mount = st.components.v2.component(
-    "encoder_explorer.head_view",
-    js=(_HERE / "headview.js").read_text(encoding="utf-8"),
-    css=(_HERE / "headview.css").read_text(encoding="utf-8"),
-)
+_mount = register("head_view", "headview")
 
 
 def show(fr: Any, trace: encoder.Trace) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The one-head attention map past FULL_UP_TO tokens (issue 15), drawn in the browser on a canvas.
 
 At 512 tokens a plotly heatmap took 0.25-0.31 s per head or layer change (a Streamlit rerun, the figure through
-JSON twice, 262,144 cells redrawn; benchmarks/RESULTS-app.md section 5). This component (st.components.v2, inline
-JS and CSS from heatmap.js / heatmap.css) gets the attention payload (ui/payload.py):
+JSON twice, 262,144 cells redrawn; benchmarks/RESULTS-app.md section 5). This component (st.components.v2:
+heatmap.js and .css joined with the shared base by ui/components.py) gets the attention payload (ui/payload.py):
 every layer x head as 8-bit weights, deflated per layer, with the chosen head's exact float32 weights as its tail.
 Its own Layer and Head buttons switch the map in the browser with no script run; the settled pick goes back to the
 settings store once the clicking stops, so the URL and the other pages follow and the next run ships that head's
@@ -16,25 +16,18 @@ Up to FULL_UP_TO tokens the plotly chart is used as before.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import streamlit as st
 
 import encoder
 from encoder.viz import figures
 from encoder.viz.diagram import printable
 
 from . import headview, payload
+from .components import register
 
-_HERE = Path(__file__).parent
-
-_mount = st.components.v2.component(
-    "encoder_explorer.attention_map",
-    js=(_HERE / "heatmap.js").read_text(encoding="utf-8"),
-    css=(_HERE / "heatmap.css").read_text(encoding="utf-8"),
-)
+_mount = register("attention_map", "heatmap")
 
 
 def fits(fr: Any, trace: encoder.Trace, *, avg: bool, hide: bool) -> bool:

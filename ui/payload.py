@@ -1,6 +1,6 @@
 """The attention payload: what the browser components (the head view, the one-head map) get from the app.
 
-One binary format, decoded in ui/headview.js and ui/heatmap.js:
+One binary format, decoded by one function (`decode` in ui/component_base.js):
 
     [uint32 LE header length][header JSON][zero padding to a multiple of 8][body][tail]
 

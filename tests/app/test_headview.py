@@ -237,7 +237,7 @@ def test_long_input_switches_layers_without_a_script_run_and_says_its_precision(
     s = wait_state(page, lambda s: s["held"] == "0,1,2,3,4,5" and not s["loading"])
     assert s["shipped"] == "all" and s["t"] == "512" and "8-bit" in s["status"] and "± 0.002" in s["status"]
     page.evaluate(COUNT_RUNS)
-    got = page.evaluate(SWITCHED_JS, 4)  # when layer 4 is drawn, before the settled choice goes back (1 s later)
+    got = page.evaluate(SWITCHED_JS, 4)  # when layer 4 is drawn, before the settled choice goes back (0.8 s later)
     assert got["runs"] == 0 and "Inside layer 3, head 1" in got["headings"], got  # drawn from what the browser holds
     token(page, "left", 7).hover()
     s = wait_state(page, lambda s: s["layer"] == "4" and s["focus"] == "q7" and s["lines"])
@@ -347,3 +347,45 @@ def test_clicking_a_thumbnail_opens_that_head(page, app, params, layer, head):
     assert q.get("layer") == [str(layer)] and q.get("head") == [str(head)] and "view" not in q  # view=head: the default
     assert_clean(page, app)
 
+
+# What the components' own code (Streamlit names their modules st-bidi-<component>-<hash>.js) hooks into the window:
+# 'resize' listeners and ResizeObservers still live, each noted by the stack that made it, dropped when removed.
+HOOKS_JS = """(() => {
+  const ours = () => new Error().stack.includes('st-bidi-encoder_explorer');
+  const live = window.__componentHooks = {listeners: new Set(), observers: new Set()};
+  const add = window.addEventListener, remove = window.removeEventListener;
+  window.addEventListener = function (type, fn, ...rest) {
+    if (type === 'resize' && ours()) live.listeners.add(fn);
+    return add.call(this, type, fn, ...rest);
+  };
+  window.removeEventListener = function (type, fn, ...rest) {
+    live.listeners.delete(fn);
+    return remove.call(this, type, fn, ...rest);
+  };
+  const Observer = window.ResizeObserver;
+  window.ResizeObserver = class extends Observer {
+    constructor(fn) { super(fn); if (ours()) live.observers.add(this); }
+    disconnect() { live.observers.delete(this); return super.disconnect(); }
+  };
+})()"""
+HOOKS = "() => [window.__componentHooks.listeners.size, window.__componentHooks.observers.size]"
+
+
+def test_a_component_that_leaves_the_page_leaves_no_listener_or_observer(page, app):
+    """Each component's cleanup (returned to Streamlit) ends its window listener, observer and timers: going from
+    the map to the head view and on to a page without a component leaves exactly the live component's hooks."""
+    page.add_init_script(HOOKS_JS)
+    page.goto(app.link("/", {"text": test_browser.EXACT_TEXT}))  # past 128 tokens: the canvas map
+    settle(page)
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stBidiComponentIsolated\"]')"
+                           "?.shadowRoot?.querySelector('.hm')?.dataset.draws", timeout=LOAD_MS)
+    assert page.evaluate(HOOKS) == [1, 1]
+    for title, hooks in (("Inside a head", [1, 1]), ("Activations", [0, 0])):
+        page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
+        settle(page)
+        if title == "Inside a head":
+            wait_state(page, lambda s: s["t"] == "512")
+            assert page.evaluate("() => document.querySelector('[data-testid=\"stBidiComponentIsolated\"]')"
+                                 ".shadowRoot.querySelectorAll('.hm, .hv').length") == 1
+        assert page.evaluate(HOOKS) == hooks, title
+    assert_clean(page, app)
