@@ -58,6 +58,29 @@ export function headMean(w, H, n, scale) {
 // A plane is one T x T map as {data, offset, scale}: cell x = q * T + k holds data[offset + x] * scale.
 export const valueAt = (plane, x) => plane.data[plane.offset + x] * plane.scale;
 
+// The positions a map shows: all, or with hide all but [CLS] and [SEP] (all again if nothing else is left), as
+// figures._kept does for the plotly maps.
+export function kept(tokens, hide) {
+  const keep = tokens.flatMap((t, i) => (hide && (t === "[CLS]" || t === "[SEP]") ? [] : [i]));
+  return keep.length ? keep : tokens.map((_, i) => i);
+}
+
+// A plane cut to the rows and columns of `keep` (K positions): a K x K plane, each row divided by its sum when
+// renormalise (so attention rows sum to 1 again, as the plotly maps do with [CLS]/[SEP] hidden).
+export function cut(plane, T, keep, renormalise) {
+  const K = keep.length;
+  const out = new Float32Array(K * K);
+  for (let i = 0; i < K; i++) {
+    let sum = 0;
+    for (let j = 0; j < K; j++) sum += (out[i * K + j] = valueAt(plane, keep[i] * T + keep[j]));
+    if (renormalise) {
+      const s = 1 / Math.max(sum, 1e-30);
+      for (let j = 0; j < K; j++) out[i * K + j] *= s;
+    }
+  }
+  return { data: out, offset: 0, scale: 1 };
+}
+
 // The maps in the browser, one layer at a time: layer -> Uint16Array or Uint8Array of H x T x T steps. Any
 // non-negative (L, H, T, T) stack travels this way (H = 1 for a map without heads); header.top, a number or one per
 // layer (default 1), is the value of the top step. Deflated layers are inflated as they come and handed to
@@ -99,6 +122,11 @@ export class Layers {
     return this.held.has(layer);
   }
 
+  // Half a step of a layer's values: how far a value read here can be from the model's.
+  halfStep(layer) {
+    return (0.5 * this.tops[layer]) / this.levels;
+  }
+
   // The layers held, in order, as "0,1,2" (the components show it on their root's data-held).
   list() {
     return [...this.held.keys()].sort((a, b) => a - b).join(",");
@@ -132,9 +160,10 @@ export class Layers {
   }
 }
 
-// A weight as precisely as it travelled: exact ones (uint16 steps, float32) to 4 decimals; 8-bit ones to 3, and
-// within half a step of 1/255 of the model's, which the text says.
-export const weightText = (w, coarse) => (coarse ? `${w.toFixed(3)} ± 0.002` : w.toFixed(4));
+// A value as precisely as it travelled, given half its step (0 for float32): to 4 decimals when that is exact
+// (uint16 steps of 1/65535), else to 3 with the half step (8-bit weights: "0.123 ± 0.002").
+export const weightText = (w, halfStep) => (halfStep < 5e-5 ? w.toFixed(4)
+  : `${w.toFixed(3)} ± ${+halfStep.toPrecision(1)}`);
 
 // “query” (q) → “key” (k): what
 export const pairText = (tokens, q, k, what) => `“${tokens[q]}” (${q}) → “${tokens[k]}” (${k}): ${what}`;

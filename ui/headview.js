@@ -38,7 +38,8 @@ export function slideFrame(rowH, width, T, labelWidth) {
 export const shortLabel = (t) => (t.length > 24 ? `${t.slice(0, 23)}…` : t);
 
 // The heads whose lines are shown, in order: none for the average, the one head, or the chosen several.
-export const shownHeads = (mode, head, heads) => (mode === "avg" ? [] : mode === "one" ? [head] : [...heads].sort((a, b) => a - b));
+export const shownHeads = (mode, head, heads) => (mode === "avg" ? [] : mode === "one" ? [head]
+  : [...heads].sort((a, b) => a - b));
 
 export function headsText(mode, head, heads, average) {
   return mode === "avg" ? average : mode === "one" ? `head ${head}` : `heads ${shownHeads(mode, head, heads).join(", ")}`;
@@ -49,7 +50,8 @@ export function headsText(mode, head, heads, average) {
 export function series(layers, layer, mode, head, heads) {
   if (!layers.has(layer)) return [];
   if (mode === "avg") return [{ head: "avg", colour: AVG_COLOUR, plane: layers.mean(layer) }];
-  return shownHeads(mode, head, heads).map((h) => ({ head: h, colour: COLOURS[h % COLOURS.length], plane: layers.plane(layer, h) }));
+  return shownHeads(mode, head, heads).map((h) => ({ head: h, colour: COLOURS[h % COLOURS.length],
+    plane: layers.plane(layer, h) }));
 }
 
 // Every line of a plane of at least minW, as fn(q, k, weight); with a focus {side, i}, that token's lines only (a
@@ -263,7 +265,8 @@ class HeadView extends View {
     const all = series(this.layers, this.layer, this.mode, this.head, this.heads);
     if (this.focus) this.drawFocus(all);
     else {
-      strokeLines(ctx, all, this.T, 0, this.width, (i) => this.y(i), this.lineWidth() - 1, null, this.T > 128 ? MIN_W_LONG : MIN_W);
+      const minW = this.T > 128 ? MIN_W_LONG : MIN_W;
+      strokeLines(ctx, all, this.T, 0, this.width, (i) => this.y(i), this.lineWidth() - 1, null, minW);
       this.say(this.describe());
     }
     this.stamp.drawn();
@@ -301,7 +304,9 @@ class HeadView extends View {
     if (this.hover !== null && this.pinned) {
       const j = this.hover;
       const [q, k] = side === "q" ? [i, j] : [j, i];
-      const parts = labels[j].map(([w], n) => `${all[n].head === "avg" ? "average" : `head ${all[n].head}`} ${weightText(w, this.coarse)}`);
+      const half = this.layers.halfStep(this.layer);
+      const who = (n) => (all[n].head === "avg" ? "average" : `head ${all[n].head}`);
+      const parts = labels[j].map(([w], n) => `${who(n)} ${weightText(w, half)}`);
       this.say(pairText(this.tokens, q, k, parts.join(", ")));
     } else {
       const who = `“${this.tokens[i]}” (${i})`;
@@ -316,7 +321,8 @@ class HeadView extends View {
 
   describe() {
     const what = headsText(this.mode, this.head, this.heads, `average of ${this.H} heads`);
-    return `Layer ${this.layer}, ${what}. Line opacity is the attention weight. Hover or click a token to isolate its lines.${this.precision()}`;
+    return `Layer ${this.layer}, ${what}. Line opacity is the attention weight. Hover or click a token to isolate its `
+      + `lines.${this.precision()}`;
   }
 
   say(text) {
@@ -364,7 +370,8 @@ class HeadView extends View {
     });
     for (const s of f.all) {
       eachLine(s.plane, this.T, this.focus, MIN_W, (q, k, w) => svg.append(svgEl("line", { x1: f.colW, y1: f.y(q),
-        x2: f.colW + f.linesW, y2: f.y(k), stroke: s.colour, "stroke-opacity": w.toFixed(3), "stroke-width": this.lineWidth() })));
+        x2: f.colW + f.linesW, y2: f.y(k), stroke: s.colour, "stroke-opacity": w.toFixed(3),
+        "stroke-width": this.lineWidth() })));
     }
     saveSvg(svg, this.root, `${this.name}.svg`);
   }

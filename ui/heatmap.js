@@ -240,7 +240,7 @@ class AttentionMap extends View {
     }
     const { q, k } = this.at;
     const w = valueAt(src.plane, q * this.T + k);
-    this.read.textContent = pairText(this.tokens, q, k, weightText(w, !src.exact));
+    this.read.textContent = pairText(this.tokens, q, k, weightText(w, src.exact ? 0 : this.layers.halfStep(this.layer)));
     Object.assign(r, { q: String(q), k: String(k), weight: String(w), exact: src.exact ? "1" : "0" });
   }
 

@@ -70,22 +70,34 @@ def nearest_first(layer: int, num_layers: int) -> list[int]:
 
 
 def build(trace: encoder.Trace, sel: dict[str, Any], *, name: str, present: bool = False, trace_id: str = "",
-          weights: np.ndarray | None = None, deflated: Callable[[int], bytes | None] | None = None) -> bytes:
+          weights: np.ndarray | None = None, deflated: Callable[[int], bytes | None] | None = None,
+          stack: torch.Tensor | None = None) -> bytes:
     """The components' data: tokens, sizes and the chosen view in the header, then the shipped layers' weights.
 
     sel: {"layer", "head", "avg", "query"} and whatever else the component reads. Up to FULL_UP_TO tokens: all
     layers as uint16 (weights: quantise() of them if already computed). Longer: 8-bit deflated layers, nearest the
     chosen one first, while they fit in SHIP_LIMIT (the chosen one always); deflated(layer) gives one layer's bytes
     (default: deflated_layer), or None to leave that layer out.
+    stack: what to ship instead of trace.attention, any non-negative (L, H, T, T) or (L, T, T) map (a measure's
+    Maps.heads or Maps.layers); a layer whose values pass 1 ships as fractions of its largest, named in
+    header["top"]. Its trace_id must name the stack too: the browser keeps what it holds while the id stays.
     """
-    header = dict(v=2, id=trace_id or f"{trace.text!r}:{trace.seq_len}", T=trace.seq_len, L=trace.num_layers,
-                  H=trace.num_heads, tokens=trace.tokens, sel=sel, name=name, present=present)
-    if trace.seq_len <= FULL_UP_TO:
-        header |= dict(layers=list(range(trace.num_layers)), bits=16, zipped=None)
-        return encode(header, quantise(trace.attention) if weights is None else weights)
-    deflated = deflated or (lambda n: deflated_layer(trace.attention[n]))
+    maps = trace.attention if stack is None else stack
+    if maps.dim() == 3:
+        maps = maps.unsqueeze(1)  # (L, 1, T, T): a map without heads
+    L, H, T = maps.shape[0], maps.shape[1], maps.shape[-1]
+    header = dict(v=2, id=trace_id or f"{trace.text!r}:{trace.seq_len}", T=T, L=L, H=H, tokens=trace.tokens, sel=sel,
+                  name=name, present=present)
+    if stack is not None:  # attention needs no check: softmax weights lie in [0, 1]
+        maps, top = _fractions(maps)
+        if top is not None:
+            header["top"] = top
+    if T <= FULL_UP_TO:
+        header |= dict(layers=list(range(L)), bits=16, zipped=None)
+        return encode(header, quantise(maps) if weights is None else weights)
+    deflated = deflated or (lambda n: deflated_layer(maps[n]))
     layers, chunks, size = [], [], 0
-    for n in nearest_first(sel["layer"], trace.num_layers):
+    for n in nearest_first(sel["layer"], L):
         chunk = deflated(n)
         if chunk is None:  # not at hand (still being prepared): the browser asks for it if it is needed
             continue
@@ -96,6 +108,17 @@ def build(trace: encoder.Trace, sel: dict[str, Any], *, name: str, present: bool
         size += len(chunk)
     header |= dict(layers=layers, bits=8, zipped=[len(c) for c in chunks])
     return encode(header, b"".join(chunks))
+
+
+def _fractions(maps: torch.Tensor) -> tuple[torch.Tensor, list[float] | None]:
+    """(L, H, T, T) maps in [0, 1], and each layer's top value when some layer passes 1 (else None)."""
+    if not torch.isfinite(maps).all() or (maps < 0).any():
+        raise ValueError("Only finite, non-negative maps can be shown as maps: this measure has negative or "
+                         "missing values.")
+    top = maps.flatten(1).amax(1).clamp(min=1.0)  # (L,)
+    if bool((top == 1).all()):
+        return maps, None
+    return maps / top.view(-1, 1, 1, 1), top.tolist()
 
 
 def selection(trace: encoder.Trace) -> dict[str, Any]:

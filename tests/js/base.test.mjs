@@ -68,6 +68,7 @@ test("Layers: a map that is not attention ships its top value in the header", ()
   assert.equal(base.valueAt(layers.plane(0, 0), 0), 2);
   assert.ok(Math.abs(base.valueAt(layers.plane(1, 0), 0) - 0.25) < 1e-5);
   assert.equal(base.valueAt(layers.mean(0), 0), 2);
+  assert.equal(layers.halfStep(0), 1 / 65535);
 });
 
 test("Layers: deflated layers arrive one by one; one inflated for an older trace is dropped", async () => {
@@ -95,8 +96,10 @@ test("Layers.trim drops the oldest layers past the limit, never the one kept", (
 });
 
 test("weights are shown as precisely as they travelled", () => {
-  assert.equal(base.weightText(0.123456, false), "0.1235");
-  assert.equal(base.weightText(0.123456, true), "0.123 ± 0.002");
+  assert.equal(base.weightText(0.123456, 0), "0.1235"); // float32
+  assert.equal(base.weightText(0.123456, 0.5 / 65535), "0.1235"); // uint16 steps: exact to 4 decimals
+  assert.equal(base.weightText(0.123456, 0.5 / 255), "0.123 ± 0.002"); // 8-bit
+  assert.equal(base.weightText(12.3456, (0.5 * 40) / 255), "12.346 ± 0.08"); // 8-bit steps of a top of 40
   assert.equal(base.pairText(["<b>", "x"], 0, 1, "0.5"), "“<b>” (0) → “x” (1): 0.5");
 });
 
@@ -183,4 +186,21 @@ test("mount: one view per parent, each payload given to it; only the latest call
   base.mount({ data: null, parentElement: parent, setTriggerValue: send }, Fake);
   assert.equal(made.length, 2, "a component back on the page gets a new view");
   assert.deepEqual(made[1].got, []);
+});
+
+test("kept: all positions, or all but [CLS] and [SEP], never none", () => {
+  const tokens = ["[CLS]", "the", "cat", "[SEP]"];
+  assert.deepEqual(base.kept(tokens, false), [0, 1, 2, 3]);
+  assert.deepEqual(base.kept(tokens, true), [1, 2]);
+  assert.deepEqual(base.kept(["[CLS]", "[SEP]"], true), [0, 1]);
+});
+
+test("cut: the kept rows and columns, rows renormalised to sum to 1 (an empty row stays 0)", () => {
+  const plane = { data: Float32Array.of(0.5, 0.25, 0.25, 0, 0.2, 0.8, 0.6, 0, 0.4), offset: 0, scale: 1 };
+  const keep = [1, 2];
+  const rows = (p) => [[0, 1], [2, 3]].map((r) => r.map((x) => +base.valueAt(p, x).toFixed(6)));
+  assert.deepEqual(rows(base.cut(plane, 3, keep, false)), [[0.2, 0.8], [0, 0.4]]);
+  assert.deepEqual(rows(base.cut(plane, 3, keep, true)), [[0.2, 0.8], [0, 1]]);
+  const zero = { data: new Float32Array(4), offset: 0, scale: 1 };
+  assert.deepEqual(rows(base.cut(zero, 2, [0, 1], true)), [[0, 0], [0, 0]]);
 });
