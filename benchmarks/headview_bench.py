@@ -5,7 +5,7 @@ Prints a table, then one JSON line with every figure and the machine.
 
 Measured on the "Inside a head" page with the pretrained model (6 layers × 12 heads):
 - payload: the component's data at 128 tokens (all layers × heads, uint16) and at 512 tokens (8-bit weights,
-  deflated layer by layer: as many layers as fit in ui.headview.SHIP_LIMIT, nearest the chosen one first).
+  deflated layer by layer: as many layers as fit in ui.payload.SHIP_LIMIT, nearest the chosen one first).
 - hover / head / layer at 128 tokens: a real Playwright mouse hover or click, timed inside the page from the input
   event's timestamp to the first frame painted after the lines were redrawn (requestAnimationFrame, then a task);
   median of 10. Script runs (the app's data-test-script-state turning "running") are counted from the first input
@@ -41,10 +41,10 @@ from encoder import load_pretrained, run  # noqa: E402
 from tests.app.server import launch, streamlit_server, wait_ready  # noqa: E402
 from tests.app.test_headview import COUNT_RUNS  # noqa: E402  (counts script runs from now on)
 from tests.hostile_inputs import LONG_PARAGRAPH  # noqa: E402
-from ui import headview  # noqa: E402
+from ui import payload  # noqa: E402
 
 TARGETS_MS = {"hover_128": 50, "head_128": 50, "layer_128": 50, "layer_512": 300}
-PAYLOAD_LIMIT = 3_000_000  # at 128 tokens; past that, headview.SHIP_LIMIT bounds it
+PAYLOAD_LIMIT = 3_000_000  # at 128 tokens; past that, payload.SHIP_LIMIT bounds it
 TIMEOUT_MS = 180_000
 HV = """document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hv')"""
 # A layer switch: from the click to the first paint with the new layer's lines.
@@ -122,8 +122,8 @@ def bench(runs: int) -> dict:
     texts = {n: text_of(model, n) for n in (128, 512)}
     traces = {n: run(model, t) for n, t in texts.items()}
     sel = dict(layer=3, head=1, avg=False, query=0)
-    payload = {n: len(headview.payload(traces[n], sel, name="x")) for n in texts}
-    out = {"payload_128_bytes": payload[128], "payload_512_bytes": payload[512]}
+    size = {n: len(payload.build(traces[n], sel, name="x")) for n in texts}
+    out = {"payload_128_bytes": size[128], "payload_512_bytes": size[512]}
     with streamlit_server() as (url, _), sync_playwright() as pw:
         browser = launch(pw)
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian machine, then run the whole suite.
-#   - system packages: Chromium (for the Playwright browser tests), Graphviz's `dot` (SVG export) and nginx
-#     (tests/app/test_deploy.py runs deploy/serve.sh: replicas behind nginx)
+#   - system packages: Chromium (for the Playwright browser tests), Graphviz's `dot` (SVG export), nginx
+#     (tests/app/test_deploy.py runs deploy/serve.sh: replicas behind nginx) and Node (tests/js: `node --test`)
 #   - a virtual environment .venv-test with requirements-test.txt
 # Nothing is skipped: a missing browser or binary makes the tests that need it fail, loudly.
 set -euo pipefail
@@ -11,6 +11,7 @@ need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)  # deploy tests: replicas behind nginx
+command -v node >/dev/null 2>&1 || need+=(nodejs)  # tests/js: the components' logic under `node --test`
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -22,11 +22,11 @@ from encoder import load_pretrained, run
 from tests.app import test_browser
 from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, new_page, query, settle
 from tests.hostile_inputs import BY_ID, EMPTY_IDS, IDS
-from ui import headview, settings
+from ui import headview, payload, settings
 
 app = test_browser.app  # the browser tests' server fixture; `browser` comes from conftest.py
 SENTENCE = settings.DEFAULT_SENTENCE
-STEP = 1 / headview.LEVELS  # weights travel in steps of 1/65535; a drawn weight is within half a step
+STEP = 1 / payload.LEVELS  # weights travel in steps of 1/65535; a drawn weight is within half a step
 TOL = STEP / 2 + 1e-6  # plus the 6 decimals of the data attribute
 TOL_8 = 1 / 510 + 1e-6  # past 128 tokens: 8-bit steps of 1/255
 
@@ -115,14 +115,14 @@ def decoded(data: bytes) -> tuple[dict, bytes]:
 def test_payload_round_trips_within_half_a_step():
     att = torch.rand(2, 3, 5, 5, generator=torch.Generator().manual_seed(0)).softmax(-1)
     trace = type("T", (), dict(seq_len=5, num_layers=2, num_heads=3, tokens=list("abcde"), text="x", attention=att))
-    header, body = decoded(headview.payload(trace, dict(layer=1, head=2, avg=False, query=0), name="n"))
-    w = np.frombuffer(body, dtype="<u2").reshape(2, 3, 5, 5) / headview.LEVELS
+    header, body = decoded(payload.build(trace, dict(layer=1, head=2, avg=False, query=0), name="n"))
+    w = np.frombuffer(body, dtype="<u2").reshape(2, 3, 5, 5) / payload.LEVELS
     assert header["layers"] == [0, 1] and header["tokens"] == list("abcde") and header["sel"]["head"] == 2
-    assert np.abs(w - att.numpy()).max() <= 0.5 / headview.LEVELS + 1e-9
+    assert np.abs(w - att.numpy()).max() <= 0.5 / payload.LEVELS + 1e-9
 
 
 def test_payload_at_128_tokens_fits_3_mb():
-    data = headview.payload(fake_trace(torch.full((6, 12, 128, 128), 1 / 128)), dict(layer=4, head=0, avg=False, query=0),
+    data = payload.build(fake_trace(torch.full((6, 12, 128, 128), 1 / 128)), dict(layer=4, head=0, avg=False, query=0),
                             name="n")
     assert decoded(data)[0]["bits"] == 16
     assert len(data) == pytest.approx(6 * 12 * 128 * 128 * 2, rel=0.01) and len(data) < 3_000_000
@@ -131,9 +131,9 @@ def test_payload_at_128_tokens_fits_3_mb():
 def test_past_128_tokens_8_bit_layers_decode_within_1_over_510(model):
     trace = run(model, BY_ID["paragraph_20k"])
     assert trace.seq_len == 512
-    header, body = decoded(headview.payload(trace, dict(layer=3, head=0, avg=False, query=0), name="n"))
+    header, body = decoded(payload.build(trace, dict(layer=3, head=0, avg=False, query=0), name="n"))
     assert header["bits"] == 8 and header["layers"] == [3, 4, 2, 5, 1, 0]  # all of them, nearest the chosen first
-    assert len(body) == sum(header["zipped"]) <= headview.SHIP_LIMIT
+    assert len(body) == sum(header["zipped"]) <= payload.SHIP_LIMIT
     at = 0
     for layer, size in zip(header["layers"], header["zipped"], strict=True):
         w = np.frombuffer(zlib.decompress(body[at:at + size]), dtype="u1").reshape(12, 512, 512) / 255
@@ -144,13 +144,13 @@ def test_past_128_tokens_8_bit_layers_decode_within_1_over_510(model):
 
 def test_layers_past_the_ship_limit_stay_on_the_server(monkeypatch):
     att = torch.rand(5, 2, 200, 200, generator=torch.Generator().manual_seed(1)).softmax(-1)
-    one = len(headview.deflated_layer(att[0]))
-    monkeypatch.setattr(headview, "SHIP_LIMIT", int(2.5 * one))
-    header, body = decoded(headview.payload(fake_trace(att), dict(layer=1, head=0, avg=False, query=0), name="n"))
-    assert header["layers"] == [1, 2] and len(body) == sum(header["zipped"]) <= headview.SHIP_LIMIT
-    monkeypatch.setattr(headview, "SHIP_LIMIT", 1)  # the chosen layer ships whatever the limit
-    assert decoded(headview.payload(fake_trace(att), dict(layer=4, head=0, avg=False, query=0), name="n"))[0]["layers"] == [4]
-    assert headview.nearest_first(2, 5) == [2, 3, 1, 4, 0]
+    one = len(payload.deflated_layer(att[0]))
+    monkeypatch.setattr(payload, "SHIP_LIMIT", int(2.5 * one))
+    header, body = decoded(payload.build(fake_trace(att), dict(layer=1, head=0, avg=False, query=0), name="n"))
+    assert header["layers"] == [1, 2] and len(body) == sum(header["zipped"]) <= payload.SHIP_LIMIT
+    monkeypatch.setattr(payload, "SHIP_LIMIT", 1)  # the chosen layer ships whatever the limit
+    assert decoded(payload.build(fake_trace(att), dict(layer=4, head=0, avg=False, query=0), name="n"))[0]["layers"] == [4]
+    assert payload.nearest_first(2, 5) == [2, 3, 1, 4, 0]
 
 
 def test_clicked_point_maps_to_its_layer_and_head():
@@ -237,7 +237,7 @@ def test_long_input_switches_layers_without_a_script_run_and_says_its_precision(
     s = wait_state(page, lambda s: s["held"] == "0,1,2,3,4,5" and not s["loading"])
     assert s["shipped"] == "all" and s["t"] == "512" and "8-bit" in s["status"] and "± 0.002" in s["status"]
     page.evaluate(COUNT_RUNS)
-    got = page.evaluate(SWITCHED_JS, 4)  # when layer 4 is drawn, before the settled choice goes back (1 s later)
+    got = page.evaluate(SWITCHED_JS, 4)  # when layer 4 is drawn, before the settled choice goes back (0.8 s later)
     assert got["runs"] == 0 and "Inside layer 3, head 1" in got["headings"], got  # drawn from what the browser holds
     token(page, "left", 7).hover()
     s = wait_state(page, lambda s: s["layer"] == "4" and s["focus"] == "q7" and s["lines"])
@@ -345,4 +345,47 @@ def test_clicking_a_thumbnail_opens_that_head(page, app, params, layer, head):
     settle(page)
     q = query(page)
     assert q.get("layer") == [str(layer)] and q.get("head") == [str(head)] and "view" not in q  # view=head: the default
+    assert_clean(page, app)
+
+
+# What the components' own code (Streamlit names their modules st-bidi-<component>-<hash>.js) hooks into the window:
+# 'resize' listeners and ResizeObservers still live, each noted by the stack that made it, dropped when removed.
+HOOKS_JS = """(() => {
+  const ours = () => new Error().stack.includes('st-bidi-encoder_explorer');
+  const live = window.__componentHooks = {listeners: new Set(), observers: new Set()};
+  const add = window.addEventListener, remove = window.removeEventListener;
+  window.addEventListener = function (type, fn, ...rest) {
+    if (type === 'resize' && ours()) live.listeners.add(fn);
+    return add.call(this, type, fn, ...rest);
+  };
+  window.removeEventListener = function (type, fn, ...rest) {
+    live.listeners.delete(fn);
+    return remove.call(this, type, fn, ...rest);
+  };
+  const Observer = window.ResizeObserver;
+  window.ResizeObserver = class extends Observer {
+    constructor(fn) { super(fn); if (ours()) live.observers.add(this); }
+    disconnect() { live.observers.delete(this); return super.disconnect(); }
+  };
+})()"""
+HOOKS = "() => [window.__componentHooks.listeners.size, window.__componentHooks.observers.size]"
+
+
+def test_a_component_that_leaves_the_page_leaves_no_listener_or_observer(page, app):
+    """Each component's cleanup (returned to Streamlit) ends its window listener, observer and timers: going from
+    the map to the head view and on to a page without a component leaves exactly the live component's hooks."""
+    page.add_init_script(HOOKS_JS)
+    page.goto(app.link("/", {"text": test_browser.EXACT_TEXT}))  # past 128 tokens: the canvas map
+    settle(page)
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stBidiComponentIsolated\"]')"
+                           "?.shadowRoot?.querySelector('.hm')?.dataset.draws", timeout=LOAD_MS)
+    assert page.evaluate(HOOKS) == [1, 1]
+    for title, hooks in (("Inside a head", [1, 1]), ("Activations", [0, 0])):
+        page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
+        settle(page)
+        if title == "Inside a head":
+            wait_state(page, lambda s: s["t"] == "512")
+            assert page.evaluate("() => document.querySelector('[data-testid=\"stBidiComponentIsolated\"]')"
+                                 ".shadowRoot.querySelectorAll('.hm, .hv').length") == 1
+        assert page.evaluate(HOOKS) == hooks, title
     assert_clean(page, app)

@@ -25,13 +25,13 @@ from encoder.viz import figures
 from tests.app import test_browser, test_headview
 from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, settle
 from tests.hostile_inputs import BY_ID, MARKUP_IDS
-from ui import headview
+from ui import payload
 
 app = test_browser.app  # the browser tests' server fixture; `browser` comes from conftest.py
 page = test_headview.page  # a fresh page that notes every request leaving this machine (page.outside)
 pytestmark = pytest.mark.browser
 TEXT = test_browser.EXACT_TEXT  # varied words, 512 tokens
-HALF_STEP = 0.5 / headview.LEVELS_8 + 1e-7  # an 8-bit weight is within half a step of the trace (+ float32 noise)
+HALF_STEP = 0.5 / payload.LEVELS_8 + 1e-7  # an 8-bit weight is within half a step of the trace (+ float32 noise)
 
 HM = """(() => document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm'))"""
 STATE_JS = f"""() => {{
@@ -166,7 +166,7 @@ def test_labels_never_overprint_and_the_map_fits_the_screen(page, app, width, he
 def test_hostile_tokens_stay_literal_text(page, app):
     text = " ".join(BY_ID[name] for name in sorted(MARKUP_IDS)) + " " + TEXT
     trace = run(load_pretrained(), text)
-    assert trace.seq_len > headview.FULL_UP_TO
+    assert trace.seq_len > payload.FULL_UP_TO
     s = open_map(page, app, {"text": text})
     assert set(s["elements"]) <= {"div", "span", "button", "canvas"}, f"markup made from a token: {s['elements']}"
     assert s["yText"] == test_browser.heatmap_labels(text)[::int(s["step"])]  # printable tokens, as plotly's ticks

@@ -1,0 +1,77 @@
+// ui/headview.js's layout and line logic under node's test runner (joined with the base, as when registered).
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { bytesOf, encode, load } from "./load.mjs";
+
+const hv = await load("headview");
+
+test("presentation rows fit the room, within 20-33 px, labels never under 14 px", () => {
+  for (const T of [1, 5, 16, 40, 128, 512]) {
+    for (const room of [100, 400, 600, 2000]) {
+      const { row, font } = hv.fitRows(room, T);
+      assert.ok(row >= 20 && row <= 33, `row ${row}`);
+      assert.ok(row * T <= room || row === 20, `T ${T} in ${room} px: rows of ${row} px`);
+      assert.ok(font >= hv.MIN_LABEL_PX && font <= 22 && font <= row, `font ${font} in a row of ${row}`);
+    }
+  }
+  assert.deepEqual(hv.fitRows(16 * 25, 16), { row: 25, font: 17 });
+});
+
+test("long inputs get tighter rows", () => {
+  assert.deepEqual([16, 64, 65, 128, 129, 512].map(hv.rowHeight), ["1.5em", "1.5em", "1.3em", "1.3em", "1.1em", "1.1em"]);
+});
+
+test("the slide frame holds the title, both token columns and the lines", () => {
+  const f = hv.slideFrame(18, 1000, 10, (font) => font * 5);
+  assert.equal(f.row, 22); // rows at least 22 px
+  assert.equal(f.font, 14);
+  assert.equal(f.linesW, 640); // at most 640 px of lines
+  assert.equal(f.colW, 14 * 5 + 16);
+  assert.equal(f.W, 2 * f.colW + f.linesW);
+  assert.ok(f.y(0) - f.row / 2 >= f.top && f.y(9) + f.row / 2 <= f.H, "every row inside the picture");
+  assert.equal(hv.slideFrame(30, 100, 3, () => 1000).colW, 320); // long tokens: columns capped
+  assert.equal(hv.slideFrame(30, 100, 3, () => 0).linesW, 320);
+});
+
+test("heads shown and named by mode", () => {
+  const several = new Set([5, 0, 3]);
+  assert.deepEqual(hv.shownHeads("avg", 2, several), []);
+  assert.deepEqual(hv.shownHeads("one", 2, several), [2]);
+  assert.deepEqual(hv.shownHeads("several", 2, several), [0, 3, 5]);
+  assert.equal(hv.headsText("several", 2, several, "avg"), "heads 0, 3, 5");
+  assert.equal(hv.headsText("avg", 2, several, "average of 12 heads"), "average of 12 heads");
+  assert.equal(hv.shortLabel("x".repeat(30)), `${"x".repeat(23)}…`);
+});
+
+// 2 layers x 2 heads x 3 tokens, weights in steps of 1/65535.
+function layers() {
+  const w = Uint16Array.from({ length: 2 * 2 * 3 * 3 }, (_, i) => (i % 3 === 0 ? 65535 : 0));
+  const held = new hv.Layers();
+  held.take(hv.decode(encode({ id: "a", L: 2, H: 2, T: 3, layers: [0, 1], bits: 16, zipped: null }, bytesOf(w))));
+  return held;
+}
+
+test("series: one per head shown, coloured by head; the average in its own colour", () => {
+  const held = layers();
+  const one = hv.series(held, 1, "one", 1, new Set([1]));
+  assert.deepEqual(one.map((s) => s.head), [1]);
+  assert.equal(one[0].plane.offset, 9);
+  const several = hv.series(held, 0, "several", 0, new Set([1, 0]));
+  assert.deepEqual(several.map((s) => s.head), [0, 1]);
+  assert.notEqual(several[0].colour, several[1].colour);
+  assert.deepEqual(hv.series(held, 0, "avg", 0, new Set()).map((s) => s.head), ["avg"]);
+  assert.deepEqual(hv.series(held, 5, "one", 0, new Set([0])), [], "a layer not held draws nothing");
+});
+
+test("eachLine: every line above the threshold, or one token's lines whatever their weight", () => {
+  const plane = { data: Float32Array.of(0.5, 0.3, 0.2, 0.01, 0.9, 0.09, 0, 0, 1), offset: 0, scale: 1 };
+  const lines = (focus, minW) => {
+    const out = [];
+    hv.eachLine(plane, 3, focus, minW, (q, k, w) => out.push([q, k, w]));
+    return out;
+  };
+  assert.deepEqual(lines(null, 0.05).map(([q, k]) => `${q}${k}`), ["00", "01", "02", "11", "12", "22"]);
+  assert.deepEqual(lines({ side: "q", i: 1 }, 0).map(([, k]) => k), [0, 1, 2], "a query's line to every key");
+  assert.deepEqual(lines({ side: "k", i: 0 }, 0).map(([q, , w]) => [q, +w.toFixed(2)]), [[0, 0.5], [1, 0.01], [2, 0]]);
+});

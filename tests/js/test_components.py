@@ -1,0 +1,111 @@
+"""The components' JavaScript: its unit tests under node's test runner, and the Python payload read back by the
+JavaScript that the app registers (ui/components.py's join), both in CI. Node is required: without it these fail."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ui import components, payload
+
+HERE = Path(__file__).parent
+COMPONENTS = ("headview", "heatmap")
+
+
+def node() -> str:
+    path = shutil.which("node")
+    if path is None:
+        pytest.fail("node is not installed: `apt-get install nodejs` (the components' tests run under `node --test`)")
+    return path
+
+
+def fake_trace(att: torch.Tensor):
+    L, H, T, _ = att.shape
+    return type("T", (), dict(seq_len=T, num_layers=L, num_heads=H, tokens=[f"<t{i}>" for i in range(T)], text="x",
+                              attention=att))
+
+
+def test_node_unit_tests_pass():
+    files = sorted(str(p) for p in HERE.glob("*.test.mjs"))
+    assert len(files) >= 3, files
+    done = subprocess.run([node(), "--test", *files], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    counts = dict(line[2:].split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("# pass", "# fail")))
+    assert int(counts["fail"]) == 0 and int(counts["pass"]) >= 20, counts
+
+
+def test_the_base_is_joined_before_each_component_as_node_loads_it():
+    base = (HERE.parents[1] / "ui" / "component_base.js").read_text(encoding="utf-8")
+    for stem in COMPONENTS:
+        own = (HERE.parents[1] / "ui" / f"{stem}.js").read_text(encoding="utf-8")
+        assert components.joined(stem, "js") == base + "\n" + own  # what tests/js/load.mjs evaluates
+        assert "export default" in own and "export default" not in base
+
+
+def decode_in_node(tmp_path: Path, stem: str, payloads: list[bytes]) -> list[dict]:
+    """Each payload as the component's registered module reads it (tests/js/decode_payload.mjs)."""
+    module = tmp_path / f"{stem}.mjs"
+    module.write_text(components.joined(stem, "js"), encoding="utf-8")
+    files = []
+    for n, data in enumerate(payloads):
+        files.append(tmp_path / f"{n}.bin")
+        files[-1].write_bytes(data)
+    done = subprocess.run([node(), str(HERE / "decode_payload.mjs"), str(module), *map(str, files)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def assert_within_half_a_step(got: dict, maps: torch.Tensor, levels: int, top: torch.Tensor | None = None) -> None:
+    """Every layer the browser holds of (L, H, T, T) maps, within half a step of each layer's top value."""
+    L, H, T = maps.shape[0], maps.shape[1], maps.shape[-1]
+    assert got["header"]["T"] == T and got["header"]["H"] == H and got["held"] == ",".join(map(str, range(L)))
+    for layer in range(L):
+        shown = np.array(got["values"][str(layer)]).reshape(H, T, T)
+        step = (1.0 if top is None else float(top[layer])) / levels
+        err = np.abs(shown - maps[layer].double().numpy()).max()
+        assert err <= 0.5 * step * (1 + 1e-6) + 1e-7, (levels, layer, err, step)
+
+
+@pytest.mark.parametrize("stem", COMPONENTS)
+def test_the_registered_javascript_reads_the_python_payload(tmp_path, stem):
+    """payload.build's uint16 (≤ 128 tokens) and deflated 8-bit (longer) payloads, with a float32 tail, decoded by
+    the component's registered module: every weight within half a step of the trace, the tail exact."""
+    gen = torch.Generator().manual_seed(2)
+    traces = [fake_trace(torch.rand(2, 3, 5, 5, generator=gen).softmax(-1)),
+              fake_trace(torch.rand(3, 2, 130, 130, generator=gen).pow(8).softmax(-1))]
+    tails = [t.attention[1, 1].numpy().astype("<f4") for t in traces]
+    payloads = [payload.build(t, dict(layer=1, head=1, avg=False, query=0), name="n") + tail.tobytes()
+                for t, tail in zip(traces, tails, strict=True)]
+    got = decode_in_node(tmp_path, stem, payloads)
+    for shown, trace, tail, levels in zip(got, traces, tails, (payload.LEVELS, payload.LEVELS_8), strict=True):
+        assert shown["header"]["tokens"] == trace.tokens
+        assert_within_half_a_step(shown, trace.attention, levels)
+        assert np.array_equal(np.array(shown["tail"], np.float32), tail.ravel())
+
+
+@pytest.mark.parametrize("T", [9, 140])
+def test_any_non_negative_map_ships_as_the_browser_reads_it(tmp_path, T):
+    """The maps of the measures (encoder/analysis/measures.py): (L, T, T) or (L, H, T, T), values past 1 included,
+    read back within half a step of each layer's top; negative or missing values are refused with a sentence."""
+    gen = torch.Generator().manual_seed(3)
+    trace = fake_trace(torch.rand(3, 2, T, T, generator=gen).softmax(-1))
+    flat = torch.rand(3, T, T, generator=gen) * torch.tensor([0.5, 3.0, 40.0]).view(3, 1, 1)  # layer 0 within [0, 1]
+    sel = dict(layer=0, head=0, avg=False, query=0)
+    payloads = [payload.build(trace, sel, name="n", stack=flat), payload.build(trace, sel, name="n", stack=trace.attention)]
+    got = decode_in_node(tmp_path, "heatmap", payloads)
+    levels = payload.LEVELS if T <= payload.FULL_UP_TO else payload.LEVELS_8
+    top = torch.tensor([1.0, float(flat[1].max()), float(flat[2].max())])
+    assert got[0]["header"]["top"] == pytest.approx(top.tolist()) and got[0]["header"]["H"] == 1
+    assert_within_half_a_step(got[0], flat.unsqueeze(1), levels, top)
+    assert "top" not in got[1]["header"]  # attention: steps of 1/levels, as without a stack
+    assert_within_half_a_step(got[1], trace.attention, levels)
+    for bad in (flat - 1, flat.masked_fill(flat > 39, float("nan"))):
+        with pytest.raises(ValueError, match="non-negative"):
+            payload.build(trace, sel, name="n", stack=bad)
