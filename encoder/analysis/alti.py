@@ -1,0 +1,86 @@
+"""ALTI (Ferrando et al. 2022, "Measuring the Mixing of Contextual Information in the Transformer").
+
+Per layer, the attention block's output after the residual and the first LayerNorm is split into one vector per
+input token j: x~_ij = LN-scale_i * centre(sum_h alpha_h[i, j] f_h(x_j) + [i = j] x_i), where f_h(x_j) = v_j^h W_O^h.
+What is left, LN's scale applied to W_O's bias plus LN's shift, is one bias term per row. A part's contribution is
+its L1 proximity to the resultant y_i (the norm1 tap): max(0, ||y_i||_1 - ||x~_ij - y_i||_1), normalised per row,
+and the layers are rolled out by multiplying those maps.
+
+Choices, following the authors' code (mt-upc/transformer-contributions, src/contributions.py and the
+`normalize_contributions(..., scaling='min_sum', resultant_norm=...)` call of their notebooks):
+- the resultant y_i includes both biases; the parts do not;
+- LN's scale is the row's own 1/sqrt(var + eps) (biased variance), so the parts plus the bias term equal the norm1
+  tap; the authors divide by std(x + eps), which differs from it by eps alone;
+- the value bias b_V stays inside each token's value vector (v_j is the value tap);
+- the rollout adds no residual (the maps include it already): R_l = M_l R_(l-1).
+
+Pre-LN models: the attention block's output is x_i + Attn(LN1(x))_i, the add1 tap (LN1 acts inside each token's value
+vector), so the parts are sum_h alpha_h[i, j] f_h(LN1(x)_j) + [i = j] x_i and the bias term is W_O's bias, as the
+authors' code does for pre-LN models. Knocked-out heads contribute nothing; a knocked-out attention sub-layer leaves
+the residual alone.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..model import Encoder
+from ..trace import Trace, model_device
+from . import contributions as co
+
+
+def alti_parts(model: Encoder, trace: Trace, layer: int, rows: slice = slice(None)) -> tuple[Tensor, Tensor, Tensor]:
+    """Layer `layer`'s attention block split per input token, for rows `rows` (R of them).
+
+    Returns parts (R, S, D) (row i, token j), the bias term (R, D) and the resultant (R, D): parts.sum(1) + bias is
+    the norm1 tap (Post-LN) or the add1 tap (Pre-LN).
+    """
+    co.check_supported(model, trace, "ALTI")
+    device = model_device(model)
+    lay = model.layers[layer]
+    x, add1, norm1 = co.taps_on(trace, layer, device, "input", "add1", "norm1")
+    ids = torch.arange(trace.seq_len, device=device)[rows]
+    alpha = co.attention_used(trace, layer, device)[:, ids]  # (H, R, S)
+    f = co.head_outputs(lay, trace.heads[layer]["v"].to(device, torch.float32))  # (H, S, D)
+    mixed = co.mix(alpha, f)  # (R, S, D): sum over heads of alpha f_h(x_j)
+    mixed[torch.arange(len(ids), device=device), ids] += x[ids]  # the residual: x_i is part of row i's token i
+    b_o = torch.zeros_like(x[0]) if co.layer_knockout(trace, layer).attn else co.bias(lay.attn.out)
+    if trace.config.norm == "post":
+        scale = co.ln_scale(lay.ln1, add1[ids])  # (R, D)
+        parts = co.ln_parts(mixed, scale)
+        bias = (b_o - b_o.mean()) * scale + co.bias(lay.ln1)
+        return parts, bias, norm1[ids]
+    return mixed, b_o.expand(len(ids), -1), add1[ids]
+
+
+def alti_scores(parts: Tensor, resultant: Tensor) -> Tensor:
+    """ALTI's contributions before normalisation: max(0, ||y_i||_1 - ||x~_ij - y_i||_1), (R, S, D), (R, D) -> (R, S)."""
+    distance = (parts - resultant[:, None, :]).abs().sum(-1)  # (R, S)
+    return (resultant.abs().sum(-1, keepdim=True) - distance).clamp_min(0.0)
+
+
+def alti_layers(model: Encoder, trace: Trace, progress: co.Progress | None = None) -> Tensor:
+    """(L, S, S) ALTI per layer: row i, input token j, rows normalised to sum to 1."""
+    co.check_supported(model, trace, "ALTI")
+    seq, d_model = trace.seq_len, trace.config.d_model
+    out = torch.zeros(trace.num_layers, seq, seq)
+    for layer in range(trace.num_layers):
+        for rows in co.row_chunks(seq, 3 * seq * d_model * 4):  # mixed, parts and their distance to y
+            parts, bias, resultant = alti_parts(model, trace, layer, rows)
+            co.check_reproduces("ALTI", layer, "norm1" if trace.config.norm == "post" else "add1",
+                                parts.sum(1) + bias, resultant)
+            out[layer, rows] = co.normalise_rows(alti_scores(parts, resultant)).cpu()
+        if progress is not None:
+            progress(layer + 1, trace.num_layers)
+    return out
+
+
+co.register_with_rollout(
+    "alti", "ALTI",
+    "Each token's part of the attention block's output after the residual and LayerNorm, scored by L1 closeness to "
+    "that output and scaled to sum to 1 (the authors' 'min_sum'); it ignores the feed-forward sub-layer.",
+    "ALTI's per-layer maps multiplied through the layers, as the authors roll them out: from each position back to "
+    "the input tokens; the feed-forward sub-layers are ignored.",
+    alti_layers,
+)
