@@ -43,20 +43,19 @@ def alti_parts(model: Encoder, trace: Trace, layer: int, rows: slice = slice(Non
     ids = torch.arange(trace.seq_len, device=device)[rows]
     alpha = co.attention_used(trace, layer, device)[:, ids]  # (H, R, S)
     f = co.head_outputs(lay, trace.heads[layer]["v"].to(device, torch.float32))  # (H, S, D)
-    mixed = co.mix(alpha, f)  # (R, S, D): sum over heads of alpha f_h(x_j)
-    mixed[torch.arange(len(ids), device=device), ids] += x[ids]  # the residual: x_i is part of row i's token i
+    mixed = co.mix(alpha, f)  # (S, R, D), token-major: sum over heads of alpha f_h(x_j)
+    mixed[ids, torch.arange(len(ids), device=device)] += x[ids]  # the residual: x_i is part of row i's token i
     b_o = torch.zeros_like(x[0]) if co.layer_knockout(trace, layer).attn else co.bias(lay.attn.out)
     if trace.config.norm == "post":
         scale = co.ln_scale(lay.ln1, add1[ids])  # (R, D)
-        parts = co.ln_parts(mixed, scale)
         bias = (b_o - b_o.mean()) * scale + co.bias(lay.ln1)
-        return parts, bias, norm1[ids]
-    return mixed, b_o.expand(len(ids), -1), add1[ids]
+        return co.ln_parts(mixed, scale).transpose(0, 1), bias, norm1[ids]
+    return mixed.transpose(0, 1), b_o.expand(len(ids), -1), add1[ids]
 
 
 def alti_scores(parts: Tensor, resultant: Tensor) -> Tensor:
     """ALTI's contributions before normalisation: max(0, ||y_i||_1 - ||x~_ij - y_i||_1), (R, S, D), (R, D) -> (R, S)."""
-    distance = (parts - resultant[:, None, :]).abs().sum(-1)  # (R, S)
+    distance = torch.linalg.vector_norm(parts - resultant[:, None, :], ord=1, dim=-1)  # (R, S)
     return (resultant.abs().sum(-1, keepdim=True) - distance).clamp_min(0.0)
 
 
@@ -66,7 +65,7 @@ def alti_layers(model: Encoder, trace: Trace, progress: co.Progress | None = Non
     seq, d_model = trace.seq_len, trace.config.d_model
     out = torch.zeros(trace.num_layers, seq, seq)
     for layer in range(trace.num_layers):
-        for rows in co.row_chunks(seq, 3 * seq * d_model * 4):  # mixed, parts and their distance to y
+        for rows in co.row_chunks(seq, seq * d_model * 4):  # one (R, S, D) tensor per row chunk at a time
             parts, bias, resultant = alti_parts(model, trace, layer, rows)
             co.check_reproduces("ALTI", layer, "norm1" if trace.config.norm == "post" else "add1",
                                 parts.sum(1) + bias, resultant)

@@ -114,12 +114,12 @@ def head_outputs(layer: EncoderLayer, v: Tensor) -> Tensor:
 
 
 def mix(alpha: Tensor, f: Tensor) -> Tensor:
-    """sum_h alpha_h[i, j] f_h(x_j) for every row i and token j: (H, R, S), (H, S, D) -> (R, S, D).
+    """sum_h alpha_h[i, j] f_h(x_j) for every row i and token j, token-major: (H, R, S), (H, S, D) -> (S, R, D).
 
-    One batched matmul per token j over the heads (torch.einsum picks a far slower path for this pattern).
+    One batched matmul per token j over the heads (torch.einsum picks a far slower path for this pattern); the
+    result stays in the layout bmm writes, where the elementwise steps that follow run fastest.
     """
-    by_token = torch.bmm(alpha.permute(2, 1, 0).contiguous(), f.transpose(0, 1).contiguous())  # (S, R, D)
-    return by_token.transpose(0, 1)
+    return torch.bmm(alpha.permute(2, 1, 0).contiguous(), f.transpose(0, 1).contiguous())
 
 
 def ln_scale(ln: nn.LayerNorm, pre: Tensor) -> Tensor:
@@ -131,9 +131,10 @@ def ln_scale(ln: nn.LayerNorm, pre: Tensor) -> Tensor:
 def ln_parts(parts: Tensor, scale: Tensor) -> Tensor:
     """LayerNorm without its shift applied to each part: (parts - their own mean) * the whole row's scale.
 
-    parts (R, S, D), scale (R, D). The centring is linear, so the parts still sum to LN(sum) - beta.
+    parts (..., D) and scale broadcast against each other (scale (R, D) is gain / std of row r). The centring is
+    linear, so the parts still sum to LN(sum) - shift.
     """
-    return (parts - parts.mean(-1, keepdim=True)) * scale[:, None, :]
+    return (parts - parts.mean(-1, keepdim=True)).mul_(scale)
 
 
 def split_bias(parts: Tensor, shift: Tensor) -> Tensor:

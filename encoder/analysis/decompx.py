@@ -107,7 +107,7 @@ def _layer(model: Encoder, trace: Trace, layer: int, parts: Tensor | None, devic
             res = torch.zeros(r, seq, d_model, device=device)
             res[torch.arange(r, device=device), torch.arange(rows.start, rows.stop, device=device)] = x[rows]
             if attends:
-                res += co.mix(alpha[:, rows], f)
+                res += co.mix(alpha[:, rows], f).transpose(0, 1)
         else:
             res = parts[rows].clone()  # the residual: this row's incoming parts
             if attends:
@@ -116,10 +116,10 @@ def _layer(model: Encoder, trace: Trace, layer: int, parts: Tensor | None, devic
                 res += (mixed @ w_o.T).view(r, seq, d_model)
         if attends:
             co.split_bias(res, shift)
-        res = co.split_bias(co.ln_parts(res, co.ln_scale(lay.ln1, add1[rows])), co.bias(lay.ln1))
+        res = co.split_bias(co.ln_parts(res, co.ln_scale(lay.ln1, add1[rows])[:, None]), co.bias(lay.ln1))
         if not off.ffn:
             res += _ffn_parts(model, trace, layer, res, rows, device)
-        out[rows] = co.split_bias(co.ln_parts(res, co.ln_scale(lay.ln2, add2[rows])), co.bias(lay.ln2))
+        out[rows] = co.split_bias(co.ln_parts(res, co.ln_scale(lay.ln2, add2[rows])[:, None]), co.bias(lay.ln2))
     return out
 
 

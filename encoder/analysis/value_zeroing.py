@@ -48,36 +48,48 @@ def zeroing_distances(model: Encoder, trace: Trace, layer: int) -> Tensor:
     per_head = ((f - f.mean(-1, keepdim=True)) * gain) @ w1.T  # (H, S, d_ff)
     const = shift @ w1.T + b1  # (d_ff,)
 
-    def outputs(delta: Tensor, weights: Tensor | None = None, heads_w1: Tensor | None = None) -> Tensor:
-        """The layer's output when the attention outputs lose `delta` (C, S, D), the sum over heads of weights (C, S, H)
-        times f_h(x_t); heads_w1 (C, H, d_ff) is (gain * centre(f_h(x_t))) W1^T, the same loss in front of W1."""
-        changed = add1 - delta  # (C, S, D): add1 with the zeroed token's share taken out
-        inv = torch.rsqrt(changed.var(-1, unbiased=False, keepdim=True) + ln.eps)  # (C, S, 1): the new rows' LN scale
-        normed = F.layer_norm(changed, (cfg.d_model,), gain, shift, ln.eps)
-        if off.ffn:
-            ffn = torch.zeros_like(normed)
-        else:
-            pre = base.expand(len(delta), -1, -1)
-            if weights is not None:  # (C, S, d_ff): base - sum_h alpha_h[i, t] (gain * centre(f_h(x_t))) W1^T
-                pre = torch.baddbmm(pre, weights, heads_w1, alpha=-1.0)
-            hidden = lay.ffn.act(pre * inv + const)  # act(LN(.) W1^T + b1)
-            ffn = hidden @ w2.T + b2
+    # The residual the FFN's output is added to: LN's output (Post-LN) or its input (Pre-LN), with b2 folded in
+    # (unless the FFN is knocked out, which drops b2 too).
+    b2 = torch.zeros_like(b2) if off.ffn else b2
+
+    act_ = torch.relu_ if cfg.activation == "relu" else torch.ops.aten.gelu_  # in place: no fresh d_ff-wide tensor
+
+    def outputs(weights: Tensor | None = None, heads_f: Tensor | None = None, heads_w1: Tensor | None = None,
+                buf: Tensor | None = None) -> Tensor:
+        """The layer's output with the attention outputs short of sum_h weights[t, i, h] f_h(x_t): weights (C, S, H),
+        heads_f (C, H, D) is f_h(x_t) and heads_w1 (C, H, d_ff) is (gain * centre(f_h(x_t))) W1^T; buf (C, S, d_ff)
+        is scratch. No weights: the intact layer. -> (C, S, D)."""
+        changed = add1[None] if weights is None else torch.baddbmm(add1, weights, heads_f, alpha=-1.0)  # (C, S, D)
         if cfg.norm == "post":
-            return F.layer_norm(normed + ffn, (cfg.d_model,), lay.ln2.weight, lay.ln2.bias, lay.ln2.eps)
-        return changed + ffn
+            residual, _, inv = torch.native_layer_norm(changed, (cfg.d_model,), gain, shift + b2, ln.eps)
+        else:
+            inv = torch.rsqrt(changed.var(-1, unbiased=False, keepdim=True) + ln.eps)
+            residual = changed + b2
+        if off.ffn:
+            add2 = residual
+        else:
+            if weights is None:
+                pre = base[None].clone()
+            else:  # (C, S, d_ff): base - sum_h alpha_h[i, t] (gain * centre(f_h(x_t))) W1^T
+                pre = torch.baddbmm(base, weights, heads_w1, alpha=-1.0, out=buf[: len(weights)])
+            act_(torch.addcmul(const, pre, inv, out=pre))  # act(LN(.) W1^T + b1), inv the new rows' 1/std
+            add2 = torch.addmm(residual.reshape(-1, cfg.d_model), pre.view(-1, cfg.d_ff), w2.T).view(residual.shape)
+        if cfg.norm == "post":
+            return F.layer_norm(add2, (cfg.d_model,), lay.ln2.weight, lay.ln2.bias, lay.ln2.eps)
+        return add2
 
     # The intact layer rebuilt by the same algebra must be the output tap, or this model is not the one written here.
-    intact = outputs(torch.zeros(1, seq, cfg.d_model, device=device))[0]
-    co.check_reproduces("Value Zeroing", layer, "output", intact, output)
+    co.check_reproduces("Value Zeroing", layer, "output", outputs()[0], output)
     # Batched over the zeroed token t: weights[t, i, h] = alpha_h[i, t]; bmm over t contracts the heads.
     weights_all = alpha.permute(2, 1, 0).contiguous()  # (S, S, H)
     f_t = f.transpose(0, 1).contiguous()  # (S, H, D): token t's f_h
-    per_head_all = per_head.transpose(0, 1).contiguous()  # (S, H, d_ff)
+    per_head_t = per_head.transpose(0, 1).contiguous()  # (S, H, d_ff)
+    chunks = list(co.row_chunks(seq, seq * cfg.d_ff * 4))  # the d_ff-wide scratch dominates
+    buf = torch.empty(chunks[0].stop, seq, cfg.d_ff, device=device)
     dist = torch.empty(seq, seq)
-    for cols in co.row_chunks(seq, 3 * seq * cfg.d_ff * 4):  # the hidden tensors dominate
-        weights = weights_all[cols]
-        delta = torch.bmm(weights, f_t[cols])  # (C, S, D): what token t's values added to row i
-        dist[:, cols] = co.cosine_distance(outputs(delta, weights, per_head_all[cols]), output).T.cpu()
+    for cols in chunks:
+        changed = outputs(weights_all[cols], f_t[cols], per_head_t[cols], buf)
+        dist[:, cols] = co.cosine_distance(changed, output).T.cpu()
     return dist
 
 
