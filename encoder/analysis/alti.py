@@ -10,7 +10,7 @@ Choices, following the authors' code (mt-upc/transformer-contributions, src/cont
 `normalize_contributions(..., scaling='min_sum', resultant_norm=...)` call of their notebooks):
 - the resultant y_i includes both biases; the parts do not;
 - LN's scale is the row's own 1/sqrt(var + eps) (biased variance), so the parts plus the bias term equal the norm1
-  tap; the authors divide by std(x + eps), which differs from it by eps alone;
+  tap; the authors' code divides by std(x + eps) = std(x), leaving eps out (1e-12 in all-MiniLM-L6-v2);
 - the value bias b_V stays inside each token's value vector (v_j is the value tap);
 - the rollout adds no residual (the maps include it already): R_l = M_l R_(l-1).
 
@@ -43,19 +43,24 @@ def alti_parts(model: Encoder, trace: Trace, layer: int, rows: slice = slice(Non
     ids = torch.arange(trace.seq_len, device=device)[rows]
     alpha = co.attention_used(trace, layer, device)[:, ids]  # (H, R, S)
     f = co.head_outputs(lay, trace.heads[layer]["v"].to(device, torch.float32))  # (H, S, D)
-    mixed = co.mix(alpha, f)  # (S, R, D), token-major: sum over heads of alpha f_h(x_j)
-    mixed[ids, torch.arange(len(ids), device=device)] += x[ids]  # the residual: x_i is part of row i's token i
     b_o = torch.zeros_like(x[0]) if co.layer_knockout(trace, layer).attn else co.bias(lay.attn.out)
-    if trace.config.norm == "post":
-        scale = co.ln_scale(lay.ln1, add1[ids])  # (R, D)
-        bias = (b_o - b_o.mean()) * scale + co.bias(lay.ln1)
-        return co.ln_parts(mixed, scale).transpose(0, 1), bias, norm1[ids]
-    return mixed.transpose(0, 1), b_o.expand(len(ids), -1), add1[ids]
+    if trace.config.norm == "pre":
+        mixed = co.mix(alpha, f)  # (S, R, D), token-major: sum over heads of alpha f_h(x_j)
+        mixed[ids, torch.arange(len(ids), device=device)] += x[ids]  # the residual: x_i is part of row i's token i
+        return mixed.transpose(0, 1), b_o.expand(len(ids), -1), add1[ids]
+    # Post-LN: LN1 applied per part. Centring is linear, so centre the few vectors that are mixed, not the S x S parts.
+    centre = lambda t: t - t.mean(-1, keepdim=True)  # noqa: E731
+    parts = co.mix(alpha, centre(f))  # (S, R, D), token-major
+    parts[ids, torch.arange(len(ids), device=device)] += centre(x[ids])
+    scale = co.ln_scale(lay.ln1, add1[ids])  # (R, D): gain / std of row i
+    bias = centre(b_o) * scale + co.ln_affine(lay.ln1, device)[1]
+    return parts.mul_(scale).transpose(0, 1), bias, norm1[ids]
 
 
 def alti_scores(parts: Tensor, resultant: Tensor) -> Tensor:
     """ALTI's contributions before normalisation: max(0, ||y_i||_1 - ||x~_ij - y_i||_1), (R, S, D), (R, D) -> (R, S)."""
-    distance = torch.linalg.vector_norm(parts - resultant[:, None, :], ord=1, dim=-1)  # (R, S)
+    # alti_parts hands out token-major tensors seen as (R, S, D): subtracting in that memory order is 3x faster.
+    distance = (parts.transpose(0, 1) - resultant).abs_().sum(-1).T  # (R, S): ||x~_ij - y_i||_1
     return (resultant.abs().sum(-1, keepdim=True) - distance).clamp_min(0.0)
 
 
@@ -77,8 +82,8 @@ def alti_layers(model: Encoder, trace: Trace, progress: co.Progress | None = Non
 
 co.register_with_rollout(
     "alti", "ALTI",
-    "Each token's part of the attention block's output after the residual and LayerNorm, scored by L1 closeness to "
-    "that output and scaled to sum to 1 (the authors' 'min_sum'); it ignores the feed-forward sub-layer.",
+    "Each token's part of the attention block's output with its residual (and, Post-LN, the LayerNorm after it), "
+    "scored by L1 closeness to that output, rows scaled to sum to 1 as the authors do; it ignores the feed-forward.",
     "ALTI's per-layer maps multiplied through the layers, as the authors roll them out: from each position back to "
     "the input tokens; the feed-forward sub-layers are ignored.",
     alti_layers,

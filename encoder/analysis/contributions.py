@@ -39,6 +39,9 @@ def check_supported(model: Encoder, trace: Trace, method: str, norms: tuple[str,
     if trace.train:
         raise ValueError(f"{method} recomputes the layers without dropout, but this trace ran with dropout on "
                          "(training mode); trace the sentence in eval mode.")
+    if (bad := trace.first_nonfinite()) is not None:
+        raise ValueError(f"{method}: this trace has NaN or Inf from layer {bad[0]}'s {bad[1]} on, so there is nothing to "
+                         "measure; lower the learning rate or the depth, or pick another model.")
     if cfg.norm not in norms:
         raise ValueError(f"{method} decomposes {' and '.join(_PLACEMENT[n] for n in norms)} layers only, as its paper "
                          f"and code do; this model is {_PLACEMENT[cfg.norm]}, so {method} is not computed for it.")
@@ -63,9 +66,8 @@ def _check_layer(i: int, layer: EncoderLayer, method: str) -> None:
             raise ValueError(f"{method}: layer {i}'s {name} sub-layer has parts the method does not model ({extra}).")
     for name in ("ln1", "ln2"):
         ln = getattr(layer, name)
-        if not isinstance(ln, nn.LayerNorm) or ln.weight is None:
-            raise ValueError(f"{method} needs LayerNorm with a gain in every layer; layer {i}'s {name} is "
-                             f"{type(ln).__name__}.")
+        if not isinstance(ln, nn.LayerNorm):  # RMSNorm, say, neither centres nor has LayerNorm's statistics
+            raise ValueError(f"{method} needs LayerNorm in every layer; layer {i}'s {name} is {type(ln).__name__}.")
 
 
 def check_reproduces(method: str, layer: int, tap: str, rebuilt: Tensor, actual: Tensor) -> None:
@@ -94,10 +96,18 @@ def attention_used(trace: Trace, layer: int, device: torch.device) -> Tensor:
 
 
 def bias(linear: nn.Linear) -> Tensor:
-    """A linear layer's bias, or zeros for a layer without one."""
+    """A linear layer's bias, or zeros for one without."""
     if linear.bias is not None:
         return linear.bias.float()
     return torch.zeros(linear.out_features, device=linear.weight.device)
+
+
+def ln_affine(ln: nn.LayerNorm, device: torch.device) -> tuple[Tensor, Tensor]:
+    """A LayerNorm's gain and shift, (D,) each: ones and zeros where it has none."""
+    size = ln.normalized_shape[-1]
+    gain = ln.weight.float() if ln.weight is not None else torch.ones(size, device=device)
+    shift = ln.bias.float() if ln.bias is not None else torch.zeros(size, device=device)
+    return gain, shift
 
 
 def value_weight(layer: EncoderLayer) -> tuple[Tensor, Tensor]:
@@ -125,7 +135,7 @@ def mix(alpha: Tensor, f: Tensor) -> Tensor:
 def ln_scale(ln: nn.LayerNorm, pre: Tensor) -> Tensor:
     """gamma / sqrt(var(pre) + eps) per row, (R, D): LayerNorm's scale with the statistics of the whole vector."""
     var = pre.var(-1, unbiased=False, keepdim=True)
-    return ln.weight.float() / torch.sqrt(var + ln.eps)
+    return ln_affine(ln, pre.device)[0] / torch.sqrt(var + ln.eps)
 
 
 def ln_parts(parts: Tensor, scale: Tensor) -> Tensor:

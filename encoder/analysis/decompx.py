@@ -116,10 +116,10 @@ def _layer(model: Encoder, trace: Trace, layer: int, parts: Tensor | None, devic
                 res += (mixed @ w_o.T).view(r, seq, d_model)
         if attends:
             co.split_bias(res, shift)
-        res = co.split_bias(co.ln_parts(res, co.ln_scale(lay.ln1, add1[rows])[:, None]), co.bias(lay.ln1))
+        res = co.split_bias(co.ln_parts(res, co.ln_scale(lay.ln1, add1[rows])[:, None]), co.ln_affine(lay.ln1, device)[1])
         if not off.ffn:
             res += _ffn_parts(model, trace, layer, res, rows, device)
-        out[rows] = co.split_bias(co.ln_parts(res, co.ln_scale(lay.ln2, add2[rows])[:, None]), co.bias(lay.ln2))
+        out[rows] = co.split_bias(co.ln_parts(res, co.ln_scale(lay.ln2, add2[rows])[:, None]), co.ln_affine(lay.ln2, device)[1])
     return out
 
 
@@ -170,12 +170,12 @@ def _decompx_layer(model: Encoder, trace: Trace, progress: co.Progress | None = 
 register(Measure(
     "decompx", "DecompX (aggregated)",
     "The norm of each input token's part of a position's vector, carried through attention, both LayerNorms and the "
-    "FFN (GELU replaced by its slope at the operating point, biases shared by |part . bias|), scaled to sum to 1.",
+    "FFN (its activation taken as act(h)/h at the operating point, biases shared by |part . bias|), rows summing to 1.",
     _decompx, cumulative=True,
 ))
 register(Measure(
     "decompx_layer", "DecompX (per layer)",
     "DecompX for one layer alone: the norm of each entering position's part of the layer's output, through attention, "
-    "both LayerNorms and the FFN (GELU linearised at the operating point), scaled to sum to 1.",
+    "both LayerNorms and the FFN (activation taken as act(h)/h at the operating point), rows summing to 1.",
     _decompx_layer,
 ))

@@ -15,6 +15,7 @@ The S re-runs of a layer are one batch: zeroing v_t changes row i's attention ou
 linear, its scale is one number per row), so only the second FFN matrix runs on all S x S rows. Knocked-out heads are
 already zero and zeroing their values changes nothing; with the whole attention sub-layer knocked out no value
 reaches the output and every row is 0. Pre-LN layers are recomputed as they run (x + Attn, then x + FFN(LN2(.))).
+Each layer's output tap is compared; a stack's final LayerNorm, where the config has one, is not applied.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def zeroing_distances(model: Encoder, trace: Trace, layer: int) -> Tensor:
     f = co.head_outputs(lay, trace.heads[layer]["v"].to(device, torch.float32))  # (H, S, D)
     # The LayerNorm in front of the FFN: ln1 after the residual (Post-LN), ln2 (Pre-LN).
     ln = lay.ln1 if cfg.norm == "post" else lay.ln2
-    gain, shift = ln.weight.float(), co.bias(ln)
+    gain, shift = co.ln_affine(ln, device)
     w1, b1, w2, b2 = lay.ffn.w1.weight.float(), co.bias(lay.ffn.w1), lay.ffn.w2.weight.float(), co.bias(lay.ffn.w2)
     # LN(a - d) W1^T = (gain * centre(a)) W1^T / s' - (gain * centre(d)) W1^T / s' + shift W1^T, s' the new row's std.
     base = ((add1 - add1.mean(-1, keepdim=True)) * gain) @ w1.T  # (S, d_ff)

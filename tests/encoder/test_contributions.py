@@ -180,6 +180,23 @@ def test_decompx_refuses_past_its_memory_bound_with_the_length_that_fits():
         next(decompx.decompose(model, long))
 
 
+def test_a_model_without_biases_or_layernorm_gains_is_measured_exactly():
+    model = custom(activation="relu")
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            module.bias = None
+    for layer in model.layers:
+        layer.ln1.bias = None
+        layer.ln2.weight = None
+    tr = run(model, SENTENCE)
+    for layer, parts in enumerate(decompx.decompose(model, tr)):
+        assert (parts.sum(1) - tr.taps[layer]["output"]).abs().max() <= 1e-4
+        alti_parts, bias, _ = alti.alti_parts(model, tr, layer)
+        assert (alti_parts.sum(1) + bias - tr.taps[layer]["norm1"]).abs().max() <= 1e-4
+        vz = contributions.normalise_rows(value_zeroing.zeroing_distances(model, tr, layer))
+        assert (vz.double() - explicit_value_zeroing(model, tr, layer)).abs().max() <= 1e-5
+
+
 # ---- every measure -------------------------------------------------------------------------------------------------
 
 
@@ -264,6 +281,16 @@ def test_a_training_mode_trace_is_refused(key):
     model = custom()
     with pytest.raises(ValueError, match="dropout on"):
         measures.MEASURES[key].compute(model, run(model, SENTENCE, train=True))
+
+
+@pytest.mark.parametrize("key", OURS)
+def test_a_trace_with_nan_is_refused(key):
+    model = custom()
+    with torch.no_grad():
+        model.layers[1].ffn.w1.weight[0, 0] = float("inf")
+    tr = run(model, SENTENCE)
+    with pytest.raises(ValueError, match="NaN or Inf from layer 1's ffn_hidden on"):
+        measures.MEASURES[key].compute(model, tr)
 
 
 @pytest.mark.parametrize("key", OURS)
