@@ -21,7 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as app.py sets it: waiting threads yield the cores
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -104,7 +106,8 @@ def main() -> None:
     if torch.get_num_threads() == 1:
         clock = encoder_bench.clock = time.thread_time  # the GEMM peak probe too
     t_start = time.perf_counter()
-    info = machine() | {"clock": "wall" if clock is time.perf_counter else "thread CPU time"}
+    info = machine() | {"clock": "wall" if clock is time.perf_counter else "thread CPU time",
+                        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
     mm = torch.randn(2048, 2048), torch.randn(2048, 2048), torch.empty(2048, 2048)
     peak = gemm_peak(*mm)
     model = encoder.load_pretrained(device="cpu")

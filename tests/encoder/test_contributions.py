@@ -76,6 +76,24 @@ def test_alti_parts_sum_to_the_attention_blocks_output_on_custom_models(case):
         assert (parts.sum(1) + bias - tr.taps[layer][tap]).abs().max() <= 1e-4
 
 
+def test_alti_parts_equal_a_part_by_part_float64_rewrite(case):
+    model, tr = case
+    m, (S, D, H) = copy.deepcopy(model).double(), (tr.seq_len, tr.config.d_model, tr.config.num_heads)
+    for layer, (lay, off) in enumerate(zip(m.layers, knockouts(tr.config, tr.ablate), strict=True)):
+        alpha = tr.attention[layer].double().clone()
+        alpha[list(off.heads)] = 0.0
+        alpha *= not off.attn
+        v = tr.heads[layer]["v"].double()  # (H, S, d_head), from LN1(x) in Pre-LN
+        f = torch.einsum("hkc,dhc->hkd", v, lay.attn.out.weight.view(D, H, -1))
+        x = tr.taps[layer]["input"].double()
+        theirs = torch.einsum("hik,hkd->ikd", alpha, f) + torch.eye(S, dtype=x.dtype)[..., None] * x[None]
+        if tr.config.norm == "post":
+            add1 = tr.taps[layer]["add1"].double()
+            theirs = (theirs - theirs.mean(-1, keepdim=True)) * lay.ln1.weight
+            theirs = theirs / (add1.var(-1, unbiased=False) + lay.ln1.eps).sqrt()[:, None, None]
+        assert (alti.alti_parts(model, tr, layer)[0].double() - theirs).abs().max() <= 1e-5 * (1 + theirs.abs().max())
+
+
 def test_alti_scores_a_hand_computed_three_token_example():
     # y = (1, 2), ||y||_1 = 3. Parts: (1, 1) is 1 away -> 2; (0, 1) is 2 away -> 1; (-2, 0) is 5 away -> max(0, -2) = 0.
     parts = torch.tensor([[[1.0, 1.0], [0.0, 1.0], [-2.0, 0.0]]])
@@ -165,6 +183,60 @@ def test_decompx_parts_sum_to_every_layers_output_on_custom_post_ln_models(case,
         return
     for layer, parts in enumerate(decompx.decompose(model, tr, carry)):
         assert (parts.sum(1) - tr.taps[layer]["output"]).abs().max() <= 1e-4
+
+
+def _absdot(parts: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    weights = torch.einsum("skd,d->sk", parts, bias).abs()
+    return parts + (weights / weights.sum(-1, keepdim=True))[..., None] * bias
+
+
+def naive_decompx(model, tr, carry: bool) -> list[torch.Tensor]:
+    """DecompX written out part by part in float64, step for step as the authors' slow mode (absdot, GeLU_ZO)."""
+    m, (S, D, H) = copy.deepcopy(model).double(), (tr.seq_len, tr.config.d_model, tr.config.num_heads)
+    parts, outs = None, []
+    for layer, (lay, off) in enumerate(zip(m.layers, knockouts(tr.config, tr.ablate), strict=True)):
+        x, add1, norm1, add2 = (tr.taps[layer][k].double() for k in ("input", "add1", "norm1", "add2"))
+        alpha = tr.attention[layer].double().clone()
+        alpha[list(off.heads)] = 0.0
+        alpha *= not off.attn
+        w_v, b_v = lay.attn.qkv.weight[2 * D:], lay.attn.qkv.bias[2 * D:]
+        w_o = lay.attn.out.weight.view(D, H, D // H)
+        if parts is None:  # one part per token; the value bias stays in each token's value
+            f = torch.einsum("khc,dhc->hkd", (x @ w_v.T + b_v).view(S, H, -1), w_o)
+            res = torch.einsum("hsk,hkd->skd", alpha, f) + torch.eye(S, dtype=x.dtype)[..., None] * x[None]
+            shift = lay.attn.out.bias
+        else:
+            values = torch.einsum("qkd,ed->qke", parts, w_v).view(S, S, H, -1)
+            res = torch.einsum("hsq,qkhc,dhc->skd", alpha, values, w_o) + parts
+            live = torch.ones(H, dtype=x.dtype)
+            live[list(off.heads)] = 0.0
+            shift = lay.attn.out.weight @ (b_v * live.repeat_interleave(D // H)) + lay.attn.out.bias
+        if not off.attn:
+            res = _absdot(res, shift)
+        for ln, pre in ((lay.ln1, add1), (lay.ln2, add2)):
+            res = (res - res.mean(-1, keepdim=True)) / (pre.var(-1, unbiased=False) + ln.eps).sqrt()[:, None, None]
+            res = _absdot(res * ln.weight, ln.bias)
+            if ln is lay.ln1 and not off.ffn:
+                h = norm1 @ lay.ffn.w1.weight.T + lay.ffn.w1.bias
+                slope = F.gelu(h) / h if tr.config.activation == "gelu" else (h > 0).double()
+                hidden = _absdot(torch.einsum("skd,fd->skf", res, lay.ffn.w1.weight), lay.ffn.w1.bias) * slope[:, None]
+                res = res + _absdot(torch.einsum("skf,df->skd", hidden, lay.ffn.w2.weight), lay.ffn.w2.bias)
+        outs.append(res)
+        parts = res if carry else None
+    return outs
+
+
+@pytest.mark.parametrize("carry", [True, False])
+@pytest.mark.parametrize("changes, ablate", [  # the FFN through one matrix per row (d_ff 24), then part by part (32)
+    (dict(d_model=16, num_heads=2, d_ff=24, activation="gelu"), {(0, 1), (1, "ffn")}),
+    (dict(d_model=32, num_heads=4, d_ff=32, activation="relu"), {(1, "attn"), (2, 3)}),
+])
+def test_decompx_parts_equal_a_part_by_part_float64_rewrite(carry, changes, ablate):
+    model = custom(num_layers=3, **changes)
+    tr = run(model, SENTENCE, ablate=ablate)
+    ours = [p.clone() for p in decompx.decompose(model, tr, carry)]
+    for layer, theirs in enumerate(naive_decompx(model, tr, carry)):
+        assert (ours[layer].double() - theirs).abs().max() <= 1e-4 * (1 + theirs.abs().max())
 
 
 def test_decompx_first_layer_is_the_same_carried_or_alone(pretrained, trace):
@@ -316,6 +388,10 @@ class _FutureConfig(EncoderConfig):
     """A config with a field these methods do not know yet (as a gated FFN would add)."""
 
     gated_ffn: bool = False
+
+
+def test_the_known_config_fields_exist():
+    assert contributions.KNOWN_FIELDS <= {f.name for f in dataclasses.fields(EncoderConfig)}
 
 
 @pytest.mark.parametrize("key", OURS)
