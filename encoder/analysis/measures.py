@@ -133,10 +133,9 @@ def _value_heads(model: Encoder, trace: Trace, per_row: bool) -> Tensor:
     out = torch.empty_like(trace.attention)
     for layer in range(trace.num_layers):
         w, _ = _head_weights(model, trace, layer)
-        w = w.double()
         # ‖v W_h‖² = v (W_h W_h^T) v^T: a dh x dh Gram per head instead of the (H, T, D) values themselves.
-        v = trace.heads[layer]["v"].double()  # (H, T, dh)
-        norms = ((v @ (w @ w.transpose(1, 2))) * v).sum(-1).clamp(min=0.0).sqrt().float()  # (H, T)
+        v = trace.heads[layer]["v"]  # (H, T, dh)
+        norms = ((v @ (w @ w.transpose(1, 2))) * v).sum(-1).clamp(min=0.0).sqrt()  # (H, T)
         torch.mul(trace.attention[layer], norms[:, None, :], out=out[layer])
         if per_row:  # in place, while the layer is in cache
             out[layer].div_(out[layer].sum(-1, keepdim=True).clamp(min=torch.finfo(out.dtype).tiny))
@@ -172,9 +171,13 @@ class BlockParts:
     tap: str  # "norm1" (Post-LN) or "add1" (Pre-LN)
 
 
-def _block_terms(model: Encoder, trace: Trace, layer: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """The block's per-token pieces in the space of its output, float64: head values u (H, T, D), residual r (T, D),
-    bias (D,), each row's scale 1/s (T,) and the shift (D,). Post-LN: u = γ ⊙ centred f, r = γ ⊙ centred x."""
+def _block_terms(model: Encoder, trace: Trace, layer: int, out: Tensor | None = None) -> tuple[Tensor, ...]:
+    """The block's per-token pieces in the space of its output: head values u (T, H, D), residual r (T, D), bias (D,)
+    in float32, each row's scale 1/s (T,) and the shift (D,) in float64. Post-LN: u = γ ⊙ centred f, and so on.
+
+    u is laid out token-major for the Gram matrices and written into `out` when given: on a server that unmaps
+    every freed buffer (ui/resources.py), a fresh (T, H, D) tensor per layer costs more in page faults than its maths.
+    """
     w, bias = _head_weights(model, trace, layer)
     x = trace.taps[layer]["input"]
     if trace.config.norm == "post":
@@ -190,8 +193,11 @@ def _block_terms(model: Encoder, trace: Trace, layer: int) -> tuple[Tensor, Tens
     else:  # Pre-LN: add1 = x + attn(LN1(x)); no LayerNorm follows inside the block
         inv_s = torch.ones(trace.seq_len, dtype=torch.float64)
         shift = torch.zeros(bias.shape, dtype=torch.float64)
-    u = torch.bmm(trace.heads[layer]["v"], w)  # (H, T, D)
-    return u.double(), x.double(), bias.double(), inv_s, shift
+    v = trace.heads[layer]["v"]  # (H, T, dh)
+    u = torch.empty(v.shape[1], v.shape[0], w.shape[-1]) if out is None else out  # (T, H, D)
+    for head in range(v.shape[0]):
+        torch.mm(v[head], w[head], out=u[:, head])  # f_h(x_j) for every j, as u[:, h]
+    return u, x, bias, inv_s, shift
 
 
 def block_parts(model: Encoder, trace: Trace, layer: int, rows: Iterable[int] | None = None) -> BlockParts:
@@ -202,35 +208,39 @@ def block_parts(model: Encoder, trace: Trace, layer: int, rows: Iterable[int] | 
     scale (Post-LN) or the identity (Pre-LN). The biases are in `rest`. (R, T, D) floats: ask for a few rows of
     a long sentence.
     """
-    u, res, bias, inv_s, shift = _block_terms(model, trace, layer)
+    u, res, bias, inv_s, shift = (t.double() for t in _block_terms(model, trace, layer))
     picked = tuple(range(trace.seq_len)) if rows is None else tuple(int(r) for r in rows)
     index = torch.tensor(picked, dtype=torch.long)
     a = trace.attention[layer][:, index].double()  # (H, R, T)
-    parts = torch.einsum("hrj,hjd->rjd", a, u)  # (R, T, D)
+    parts = torch.einsum("hrj,jhd->rjd", a, u)  # (R, T, D)
     parts[torch.arange(len(picked)), index] += res[index]  # the residual path: token i's own vector
     scale = inv_s[index]
     return BlockParts(parts=parts * scale[:, None, None], rest=bias * scale[:, None] + shift, rows=picked,
                       tap="norm1" if trace.config.norm == "post" else "add1")
 
 
-def block_norms(model: Encoder, trace: Trace, layer: int) -> Tensor:
+def block_norms(model: Encoder, trace: Trace, layer: int, out: Tensor | None = None) -> Tensor:
     """‖part (i, j)‖ of block_parts for every pair, (T, T) float64, without building the (T, T, D) parts.
 
     ‖Σ_h α^h_ij u_hj‖² = α_ij^T G_j α_ij with G_j the heads' Gram matrix at token j: T·H² numbers, not T²·D.
+    Summed in float32 (the trace's precision); the lengths agree with block_parts' float64 parts to about 1e-6.
+    `out` is a (T, H, D) float32 scratch buffer to reuse.
     """
-    u, res, _, inv_s, _ = _block_terms(model, trace, layer)
-    a = trace.attention[layer].double()  # (H, T, T)
-    gram = torch.einsum("htd,gtd->thg", u, u)  # (T, H, H)
-    squared = (torch.einsum("hij,jhg->ijg", a, gram) * a.permute(1, 2, 0)).sum(-1)  # (T, T)
-    diag = torch.einsum("hi,hid->id", torch.diagonal(a, dim1=1, dim2=2), u) + res  # (T, D): the residual joins i = j
-    squared.diagonal().copy_((diag * diag).sum(-1))
+    u, res, _, inv_s, _ = _block_terms(model, trace, layer, out)
+    gram = torch.bmm(u, u.transpose(1, 2))  # (T, H, H): G_j
+    a = trace.attention[layer].permute(2, 1, 0).contiguous()  # (T_j, T_i, H): α_ij as a vector over heads
+    squared = (torch.bmm(a, gram) * a).sum(-1).T.double()  # (T_i, T_j)
+    own = torch.diagonal(trace.attention[layer], dim1=1, dim2=2).T.contiguous()  # (T, H): α^h_ii (a view: bmm copies)
+    diag = torch.bmm(own[:, None, :], u)[:, 0] + res  # (T, D): at i = j the residual path joins the attention's part
+    squared.diagonal().copy_((diag.double() ** 2).sum(-1))
     return squared.clamp(min=0.0).sqrt() * inv_s[:, None]
 
 
 def _block(model: Encoder, trace: Trace) -> Maps:
     check_trace(trace)
-    return Maps(layers=normalise_rows(torch.stack([block_norms(model, trace, layer)
-                                                    for layer in range(trace.num_layers)])).float())
+    scratch = torch.empty(trace.seq_len, trace.num_heads, trace.config.d_model)  # one (T, H, D) for every layer
+    norms = torch.stack([block_norms(model, trace, layer, scratch) for layer in range(trace.num_layers)])
+    return Maps(layers=normalise_rows(norms).float())
 
 
 _FLOW_SCALE = 2**30  # capacities in [0, 1] as integers for scipy's solver: exact to about 1e-9, within int32
