@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from captum.attr import InputXGradient, IntegratedGradients
 from torch import Tensor
 
 from ..model import Encoder
@@ -187,6 +186,8 @@ def integrated_gradients(model: Encoder, trace: Trace, target: Target, steps: in
             progress(min(done, steps), steps)
         return out
 
+    from captum.attr import IntegratedGradients  # here: captum.attr loads matplotlib, 1.5 s of a page's cold start
+
     while True:
         done = 0
         with torch.inference_mode(False), torch.enable_grad():
@@ -203,6 +204,8 @@ def integrated_gradients(model: Encoder, trace: Trace, target: Target, steps: in
 
 def gradient_x_input(model: Encoder, trace: Trace, target: Target) -> Attribution:
     """Gradient × Input by Captum: ∂f/∂x · x per token, at the sentence itself."""
+    from captum.attr import InputXGradient  # here, as in integrated_gradients
+
     forward = _forward(model, trace, objective(model, trace, target))
     x = embedded(model, torch.tensor([trace.token_ids])).requires_grad_()  # our own tensor, not the model's
     with torch.inference_mode(False), torch.enable_grad():

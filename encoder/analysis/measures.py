@@ -64,8 +64,6 @@ def register(measure: Measure) -> Measure:
     return measure
 
 
-
-
 def check_trace(trace: Trace) -> None:
     """Refuse a trace the value path cannot reproduce: with dropout on, the weights that mixed the values are unknown."""
     if trace.train:
@@ -284,8 +282,14 @@ def _flow(model: Encoder, trace: Trace, token: int | None = None) -> Maps:
         raise ValueError(f"Attention flow solves one max-flow problem per token and layer; it is offered up to "
                          f"{FLOW_MAX_TOKENS} tokens, and this sentence has {trace.seq_len}. Shorten it.")
     layers = torch.zeros(trace.num_layers, trace.seq_len, trace.seq_len)
-    layers[:, int(token)] = attention_flow(trace.attention, int(token))
+    layers[:, int(token)] = attention_flow(_live_attention(trace), int(token))
     return Maps(layers=layers, rows=(int(token),))
+
+
+def _live_attention(trace: Trace) -> Tensor:
+    """The attention averaged over the heads that were not knocked out, as one head, (L, 1, T, T); a layer whose
+    attention was knocked out has zero rows, so rollout and flow carry it through the residual path alone."""
+    return _live_mean(trace.attention, trace)[:, None]
 
 
 def _raw(model: Encoder, trace: Trace) -> Maps:
@@ -293,7 +297,7 @@ def _raw(model: Encoder, trace: Trace) -> Maps:
 
 
 def _rollout(model: Encoder, trace: Trace) -> Maps:
-    return Maps(layers=attention_rollout(trace.attention))
+    return Maps(layers=attention_rollout(_live_attention(trace)))
 
 
 # In the order the Measure choice lists them.

@@ -43,8 +43,9 @@ def test_registry_lists_every_measure_of_issue_19_in_menu_order():
     assert [k for k, m in MEASURES.items() if m.per_head][:3] == ["raw", "value", "value_raw"]
     assert MEASURES["flow"].needs_token and MEASURES["flow"].cumulative and not MEASURES["block"].per_head
     assert not MEASURES["value_raw"].rows_sum_to_one
-    for m in MEASURES.values():
-        assert m.describe.count(".") == 1 and "ignore" in m.describe  # one sentence that says what it leaves out
+    for key in ("raw", "value", "value_raw", "block", "rollout", "flow"):
+        describe = MEASURES[key].describe
+        assert describe.count(".") == 1 and "ignore" in describe  # one sentence that says what it leaves out
     with pytest.raises(ValueError, match="already registered"):
         measures.register(MEASURES["raw"])
 
@@ -145,6 +146,21 @@ def test_knocked_out_heads_contribute_nothing(pretrained):
         assert (parts.parts.sum(1) + parts.rest - knocked.taps[layer]["norm1"].double()).abs().max() <= 1e-4
     # with its attention knocked out, layer 4's block is the residual path alone: each token is all its own
     torch.testing.assert_close(MEASURES["block"].compute(pretrained, knocked).layers[4], torch.eye(knocked.seq_len))
+
+
+def test_rollout_and_flow_leave_knocked_out_heads_out_of_the_average(pretrained, default_trace):
+    torch.testing.assert_close(MEASURES["rollout"].compute(pretrained, default_trace).layers,
+                               attention_rollout(default_trace.attention))
+    knocked = run(pretrained, DEFAULT, ablate={(1, 0), (1, 5), (0, "attn")})
+    live = [h for h in range(12) if h not in (0, 5)]
+    by_hand = knocked.attention.clone()
+    by_hand[0] = 0.0  # no attention in layer 0: the residual path alone
+    averaged = torch.stack([by_hand[0].mean(0), by_hand[1, live].mean(0), *by_hand[2:].mean(1)])[:, None]
+    torch.testing.assert_close(MEASURES["rollout"].compute(pretrained, knocked).layers, attention_rollout(averaged))
+    assert torch.equal(MEASURES["rollout"].compute(pretrained, knocked).layers[0], torch.eye(knocked.seq_len))
+    flow = MEASURES["flow"].compute(pretrained, knocked, token=4)
+    assert flow.layers[0, 4].tolist() == torch.eye(knocked.seq_len)[4].tolist()  # layer 0 passes token 4 on alone
+    torch.testing.assert_close(flow.layers[:, 4], measures.attention_flow(averaged, 4))
 
 
 def _hand_attention() -> torch.Tensor:
