@@ -70,26 +70,26 @@ def all_scores(model: Encoder, trace: Trace, target: Target, measures: tuple[str
     scores, labels, skipped = {}, {}, {}
     rows = target.rows(trace.seq_len)
     for key in MEASURES if measures is None else measures:
+        if key not in MEASURES:
+            raise ValueError(f"No measure is registered as {key!r}; choose from {', '.join(MEASURES)}.")
         measure = MEASURES[key]
         labels[key] = measure.label
         if maps is not None and key in maps:
             computed = maps[key]
-        elif measure.needs_token:
-            if len(rows) != 1:
-                skipped[key] = f"{measure.label} is computed for one token; mean pooling reads every token."
-                continue
-            try:
-                computed = measure.compute(model, trace, token=rows[0])
+        elif measure.needs_token and len(rows) != 1:
+            skipped[key] = f"{measure.label} is computed for one token; mean pooling reads every token."
+            continue
+        else:
+            try:  # a measure that refuses this sentence (too long, say) is left out with its own sentence
+                computed = measure.compute(model, trace, **({"token": rows[0]} if measure.needs_token else {}))
             except ValueError as err:
                 skipped[key] = str(err)
                 continue
-        else:
-            computed = measure.compute(model, trace)
         scores[key] = ranking_scores(computed, target)
     for key in methods:
-        labels[key] = METHODS[key].label
         extra = dict(options, progress=progress) if key == "ig" else {}  # only Integrated Gradients takes steps
         scores[key] = attribute(model, trace, target, key, **extra).scores
+        labels[key] = METHODS[key].label
     return Scores(scores, labels, skipped)
 
 

@@ -78,6 +78,12 @@ def test_the_targets_values_are_the_traces(pretrained, trace):
     assert token.value == pytest.approx(float(trace.output[4].norm()), rel=1e-5)
 
 
+def test_targets_name_themselves(trace):
+    assert similarity_target(OTHER).rows(5) == (0, 1, 2, 3, 4) and similarity_target(OTHER, "cls").rows(5) == (0,)
+    assert token_target(3).rows(5) == (3,)
+    assert "'cross'" in token_target(6).describe(trace) and "cls-pooled" in similarity_target(OTHER, "cls").describe(trace)
+
+
 def test_gradient_x_input_equals_plain_autograd(pretrained, trace):
     target = token_target(2)
     result = attribute(pretrained, trace, target, "gxi")

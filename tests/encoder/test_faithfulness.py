@@ -145,6 +145,19 @@ def test_special_tokens_only_is_refused(pretrained, text):
         faithfulness.faithfulness(pretrained, run(pretrained, text), token_target(0))
 
 
+def test_unknown_measures_and_methods_are_refused(pretrained, trace):
+    with pytest.raises(ValueError, match="No measure is registered as 'attention'"):
+        all_scores(pretrained, trace, token_target(1), measures=("attention",), methods=())
+    with pytest.raises(ValueError, match="not offered"):
+        all_scores(pretrained, trace, token_target(1), measures=(), methods=("shap",))
+
+
+def test_a_measure_that_refuses_the_sentence_is_left_out_with_its_reason(pretrained):
+    long = run(pretrained, "word " * 200, max_tokens=measures.FLOW_MAX_TOKENS + 2)
+    ranked = all_scores(pretrained, long, token_target(3), measures=("flow", "value"), methods=())
+    assert list(ranked.scores) == ["value"] and f"up to {measures.FLOW_MAX_TOKENS} tokens" in ranked.skipped["flow"]
+
+
 def test_bad_scores_and_points_are_refused(pretrained, trace):
     with pytest.raises(ValueError, match="expected"):
         curves(pretrained, trace, token_target(1), {"short": torch.zeros(3)})
