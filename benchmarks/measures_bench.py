@@ -11,7 +11,8 @@ Rows (medians of the repeats; targets from issue 19):
 - deletion curve: one measure's deletion and insertion curves plus the random order's (target <= 3 s); the whole
   chart (every registered measure and attribution method, scores already computed) is listed beside it.
 With --threads 1 the clock is the calling thread's CPU time, which other processes on a shared machine barely
-move; otherwise it is wall time.
+move; otherwise it is wall time. glibc is set up as the app sets it (ui.resources.return_freed_memory: every freed
+buffer over 128 kB goes back to the system), so fresh buffers cost their page faults here as on the server.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from benchmarks.machine import cpu_name  # noqa: E402
 from encoder.analysis import faithfulness  # noqa: E402
 from encoder.analysis.attribution import DEFAULT_STEPS, integrated_gradients, similarity_target  # noqa: E402
 from encoder.analysis.measures import MEASURES  # noqa: E402
+from ui.resources import return_freed_memory  # noqa: E402
 
 OTHER = "A teacher shows the class how attention moves between the words of a sentence."
 TARGETS_S = {"value + block": 0.050, "IG toward similarity": 2.0, "deletion curve (one measure)": 3.0}
@@ -61,6 +63,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     clock = time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
     started = time.perf_counter()
+    return_freed_memory()
     info = {"cpu": cpu_name(), "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "python": platform.python_version(), "clock": "thread CPU time" if clock is time.thread_time else "wall",
             "loadavg_1min_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}

@@ -8,7 +8,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-from encoder import EncoderConfig, build_model, load_pretrained, run
+from encoder import EncoderConfig, build_model, run
 from encoder.analysis import attribution
 from encoder.analysis.attribution import (
     DEFAULT_STEPS,
@@ -20,20 +20,15 @@ from encoder.analysis.attribution import (
     token_target,
 )
 from encoder.analysis.embeddings import sentence_embedding
+from tests.encoder.conftest import DEFAULT
 from tests.hostile_inputs import BY_ID
 
-DEFAULT = "The animal didn't cross the street because it was too tired."
 OTHER = "The creature stayed on the pavement because it was exhausted."
 
 
 @pytest.fixture(scope="module")
-def pretrained():
-    return load_pretrained()
-
-
-@pytest.fixture(scope="module")
-def trace(pretrained):
-    return run(pretrained, DEFAULT)
+def trace(default_trace):
+    return default_trace
 
 
 def complete(result) -> bool:

@@ -4,25 +4,20 @@ special tokens never removed, knock-outs, and bad or extreme input."""
 import pytest
 import torch
 
-from encoder import load_pretrained, run
+from encoder import run
 from encoder.analysis import faithfulness, measures
 from encoder.analysis.attribution import objective, similarity_target, token_target
 from encoder.analysis.embeddings import sentence_embedding
 from encoder.analysis.faithfulness import all_scores, curves, ranking_scores
 from encoder.analysis.measures import MEASURES, Maps
+from tests.encoder.conftest import DEFAULT
 
-DEFAULT = "The animal didn't cross the street because it was too tired."
 OTHER = "The creature stayed on the pavement because it was exhausted."
 
 
 @pytest.fixture(scope="module")
-def pretrained():
-    return load_pretrained()
-
-
-@pytest.fixture(scope="module")
-def trace(pretrained):
-    return run(pretrained, DEFAULT)
+def trace(default_trace):
+    return default_trace
 
 
 @pytest.fixture(scope="module")

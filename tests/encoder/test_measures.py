@@ -11,18 +11,13 @@ import networkx as nx
 import pytest
 import torch
 
-from encoder import EncoderConfig, build_model, load_pretrained, run
+from encoder import EncoderConfig, build_model, run
 from encoder.analysis import measures
 from encoder.analysis.embeddings import attention_rollout, residual_attention
 from encoder.analysis.measures import MEASURES, Maps
+from tests.encoder.conftest import DEFAULT
 
-DEFAULT = "The animal didn't cross the street because it was too tired."
 CUSTOM = dict(d_model=64, num_heads=4, d_ff=128, num_layers=3, dropout=0.1, max_len=512)
-
-
-@pytest.fixture(scope="module")
-def pretrained():
-    return load_pretrained()
 
 
 @pytest.fixture(scope="module", params=["pretrained", "post", "pre"])
@@ -31,11 +26,6 @@ def model(request, pretrained):
         return pretrained
     return build_model(EncoderConfig(**CUSTOM, norm=request.param, final_norm=request.param == "pre",
                                      activation="gelu", seed=3))
-
-
-@pytest.fixture(scope="module")
-def default_trace(pretrained):
-    return run(pretrained, DEFAULT)
 
 
 def test_registry_lists_every_measure_of_issue_19_in_menu_order():
