@@ -109,7 +109,8 @@ def _head_weights(model: Encoder, trace: Trace, layer: int) -> tuple[Tensor, Ten
     out = model.layers[layer].attn.out
     heads, d_head = trace.num_heads, trace.config.d_head
     # y = concat W^T + b, and concat holds head h in columns h*dh..(h+1)*dh: head h meets those rows of W^T.
-    w = out.weight.detach().to("cpu", torch.float32).T.reshape(heads, d_head, -1).clone()  # (H, dh, D)
+    w = out.weight.detach().to("cpu", torch.float32).T.reshape(heads, d_head, -1)  # (H, dh, D), a view of W_O
+    w = w.clone(memory_format=torch.contiguous_format)  # our own copy: callers change it in place
     bias = out.bias.detach().to("cpu", torch.float32).clone()
     w[_knocked_heads(trace, layer)] = 0.0
     if (layer, "attn") in trace.ablate:
@@ -183,10 +184,11 @@ def _block_terms(model: Encoder, trace: Trace, layer: int, out: Tensor | None = 
         gamma = ln.weight.detach().to("cpu", torch.float32)
         # LN(y) = γ ⊙ (y − mean y) / s + β, s = sqrt(var y + eps): linear in y but for s, one number per row.
         # Centring f = v W_h is centring W_h's columns, so it is folded into the (H, dh, D) weights once.
-        centre = lambda t: gamma * (t - t.mean(-1, keepdim=True))  # noqa: E731
-        w, bias, x = centre(w), centre(bias), centre(x)
-        add1 = trace.taps[layer]["add1"].double()
-        inv_s = torch.rsqrt(add1.var(-1, correction=0) + ln.eps)  # (T,)
+        w.sub_(w.mean(-1, keepdim=True)).mul_(gamma)  # in place: w is _head_weights' own copy
+        bias.sub_(bias.mean()).mul_(gamma)
+        x = (x - x.mean(-1, keepdim=True)).mul_(gamma)
+        # the forward normalised add1 in float32 too; the scale's own rounding is ~1e-7 of it
+        inv_s = torch.rsqrt(trace.taps[layer]["add1"].var(-1, correction=0).double() + ln.eps)  # (T,)
         shift = ln.bias.detach().to("cpu", torch.float64)
     else:  # Pre-LN: add1 = x + attn(LN1(x)); no LayerNorm follows inside the block
         inv_s = torch.ones(trace.seq_len, dtype=torch.float64)
@@ -227,7 +229,7 @@ def block_norms(model: Encoder, trace: Trace, layer: int, out: Tensor | None = N
     u, res, _, inv_s, _ = _block_terms(model, trace, layer, out)
     gram = torch.bmm(u, u.transpose(1, 2))  # (T, H, H): G_j
     a = trace.attention[layer].permute(2, 1, 0).contiguous()  # (T_j, T_i, H): α_ij as a vector over heads
-    squared = (torch.bmm(a, gram) * a).sum(-1).T.double()  # (T_i, T_j)
+    squared = torch.bmm(a, gram).mul_(a).sum(-1).T.double()  # (T_i, T_j)
     own = torch.diagonal(trace.attention[layer], dim1=1, dim2=2).T.contiguous()  # (T, H): α^h_ii (a view: bmm copies)
     diag = torch.bmm(own[:, None, :], u)[:, 0] + res  # (T, D): at i = j the residual path joins the attention's part
     squared.diagonal().copy_((diag.double() ** 2).sum(-1))

@@ -184,6 +184,15 @@ def test_one_word_sentence(pretrained):
     assert complete(result) and result.scores[[0, 2]].abs().max() == 0
 
 
+def test_512_tokens(pretrained):
+    long = run(pretrained, "The quick brown fox jumps over the lazy dog. " * 60, max_tokens=512)
+    assert long.seq_len == 512
+    for method in ("gxi", "attgrad"):  # the same batched forward and backward as Integrated Gradients, once
+        result = attribute(pretrained, long, similarity_target(OTHER), method)
+        assert result.scores.shape == (512,) and torch.isfinite(result.scores).all()
+    assert attribution.batch_size(pretrained, 512) >= 1
+
+
 def _hooks(model: torch.nn.Module) -> int:
     kinds = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
     local = sum(len(getattr(m, kind)) for m in model.modules() for kind in kinds)

@@ -78,6 +78,17 @@ def test_block_parts_sum_to_the_tap_the_docstring_names(model):
     assert some.rows == (3, 0)
 
 
+def test_measures_leave_the_model_as_it_was(model):
+    before = {name: t.clone() for name, t in model.state_dict().items()}
+    trace = run(model, DEFAULT, ablate={(0, 1), (1, "attn")})
+    for measure in MEASURES.values():
+        measure.compute(model, trace, **({"token": 2} if measure.needs_token else {}))
+    measures.block_parts(model, trace, 0)
+    measures.value_vectors(model, trace, 1)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, before[name]), name
+
+
 def test_block_measure_rows_sum_to_one_and_count_the_residual(model):
     trace = run(model, DEFAULT)
     maps = MEASURES["block"].compute(model, trace)
