@@ -96,19 +96,27 @@ def trajectories(trace: Trace) -> tuple[Tensor, Tensor]:
     return fit.coords.reshape(depth, seq, 2).float(), fit.shares.float()  # (L + 1, T, 2), (2,)
 
 
-def attention_rollout(attention: Tensor) -> Tensor:
-    """Attention rollout (Abnar & Zuidema 2020): (L, H, T, T) -> (L, T, T), the rollout through layers 0..l.
+def residual_attention(attention: Tensor) -> Tensor:
+    """The head-averaged attention with the residual path mixed in, 0.5 A + 0.5 I, rows renormalised, in float64.
 
-    Per layer the heads are averaged and the residual path is mixed in as 0.5 A + 0.5 I (rows renormalised);
-    the layers are then multiplied, R_l = A_l R_(l-1). Row i of R_l estimates how much of position i after
-    layer l comes from each input token. It assumes attention alone moves information and that heads and the
-    residual path weigh equally; it ignores the values, W_O and the FFN.
+    (L, H, T, T) -> (L, T, T): the per-layer graph that both rollout and attention flow (Abnar & Zuidema 2020) use.
     """
     if attention.dim() != 4 or attention.shape[-1] != attention.shape[-2]:
         raise ValueError(f"Expected attention of shape (layers, heads, T, T), got {tuple(attention.shape)}.")
     a = attention.double().mean(1)  # (L, T, T): head average
     a = 0.5 * a + 0.5 * torch.eye(a.shape[-1], dtype=a.dtype)
-    a = a / a.sum(-1, keepdim=True)
+    return a / a.sum(-1, keepdim=True)
+
+
+def attention_rollout(attention: Tensor) -> Tensor:
+    """Attention rollout (Abnar & Zuidema 2020): (L, H, T, T) -> (L, T, T), the rollout through layers 0..l.
+
+    Per layer the heads are averaged and the residual path is mixed in (residual_attention); the layers are then
+    multiplied, R_l = A_l R_(l-1). Row i of R_l estimates how much of position i after layer l comes from each
+    input token. It assumes attention alone moves information and that heads and the residual path weigh equally;
+    it ignores the values, W_O and the FFN.
+    """
+    a = residual_attention(attention)
     out = torch.empty_like(a)
     rolled = torch.eye(a.shape[-1], dtype=a.dtype)
     for layer in range(a.shape[0]):
