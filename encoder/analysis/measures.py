@@ -26,9 +26,6 @@ from ..model import Encoder
 from ..trace import Trace
 from .embeddings import attention_rollout, residual_attention
 
-# The tokens the tokenizer puts around a sentence (BERT's and RoBERTa's names), for traces that do not list them.
-SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "<s>", "</s>"})
-
 
 @dataclass(frozen=True)
 class Maps:
@@ -71,11 +68,8 @@ def check_trace(trace: Trace) -> None:
 
 
 def special_positions(trace: Trace) -> tuple[int, ...]:
-    """Positions of the special tokens: the trace's own list when it has one, else where [CLS]/[SEP] (<s>/</s>) stand."""
-    listed = getattr(trace, "special", None)
-    if listed is not None:
-        return tuple(int(i) for i in listed)
-    return tuple(i for i, token in enumerate(trace.tokens) if token in SPECIAL_TOKENS)
+    """Positions of the model's special tokens ([CLS]/[SEP], <s>/</s>, ...: what its tokenizer wraps every sentence in)."""
+    return trace.special_positions
 
 
 def normalise_rows(x: Tensor) -> Tensor:

@@ -5,16 +5,17 @@ against networkx's max-flow, the [CLS]/[SEP] shares of issue 19's table, knock-o
 """
 
 import math
-from types import SimpleNamespace
 
 import networkx as nx
 import pytest
 import torch
 
+import encoder
 from encoder import EncoderConfig, build_model, run
 from encoder.analysis import measures
 from encoder.analysis.embeddings import attention_rollout, residual_attention
 from encoder.analysis.measures import MEASURES, Maps
+from tests import checkpoints
 from tests.encoder.conftest import DEFAULT
 
 CUSTOM = dict(d_model=64, num_heads=4, d_ff=128, num_layers=3, dropout=0.1, max_len=512)
@@ -118,9 +119,12 @@ def test_shares_on_special_tokens_reproduce_issue_19s_table(pretrained, default_
     assert (share["value"] < share["raw"] / 2).all() and (share["block"] < share["raw"] / 2).all()
 
 
-def test_special_positions_prefer_the_traces_own_list():
-    assert measures.special_positions(SimpleNamespace(special=[0, 4], tokens=["<s>", "a", "b", "c", "</s>"])) == (0, 4)
-    assert measures.special_positions(SimpleNamespace(tokens=["<s>", "a", "</s>"])) == (0, 2)
+def test_special_positions_are_the_models_own(tmp_path, pretrained):
+    roberta = encoder.load_pretrained(checkpoints.build("roberta", tmp_path / "tiny-roberta"))
+    trace = run(roberta, "the cat sat")
+    assert trace.tokens[0] == "<s>" and trace.tokens[-1] == "</s>"
+    assert measures.special_positions(trace) == (0, trace.seq_len - 1)
+    assert measures.special_positions(run(pretrained, "the cat sat")) == (0, 4)  # [CLS] the cat sat [SEP]
 
 
 def test_special_share_reads_only_the_computed_rows_and_never_divides_by_zero():
