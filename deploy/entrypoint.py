@@ -48,8 +48,10 @@ def warm_command(url: str) -> list[str]:
 
 def streamlit_command() -> list[str]:
     hosts = ["localhost", "127.0.0.1", "::1", *os.environ.get("ALLOWED_HOSTS", "").split()]
+    # No welcome message: on a wildcard address Streamlit looks up the machine's external address on the internet
+    # to print it (up to 2 s at every start, and a request leaving the cluster); this process says when it is ready.
     return [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "0.0.0.0",
-            "--server.port", str(port()), "--server.headless", "true",
+            "--server.port", str(port()), "--server.headless", "true", "--logger.hideWelcomeMessage", "true",
             *[arg for host in hosts for arg in ("--server.allowedHosts", host)]]
 
 
@@ -83,6 +85,7 @@ def main() -> int:
         children.append(warm)
         if warm.wait() == 0 and not kill_at:
             READY_MARK.touch()
+            print(f"entrypoint: ready on port {port()}", flush=True)
         elif not kill_at:
             print("entrypoint: the warm-up failed; stopping", file=sys.stderr)
             stop()
