@@ -47,6 +47,7 @@ def warm_command(url: str) -> list[str]:
 
 
 def streamlit_command() -> list[str]:
+    """`streamlit run app.py` on every address of the container, with the operator's allowed host names."""
     hosts = ["localhost", "127.0.0.1", "::1", *os.environ.get("ALLOWED_HOSTS", "").split()]
     # No welcome message: on a wildcard address Streamlit looks up the machine's external address on the internet
     # to print it (up to 2 s at every start, and a request leaving the cluster); this process says when it is ready.

@@ -83,14 +83,14 @@ build() {
 }
 
 run() {  # the operator's run: read-only root, non-root user, a tmpfs for /tmp and the cache
-  exec podman run --network host --read-only --read-only-tmpfs=false \
+  exec podman run --pull never --network host --read-only --read-only-tmpfs=false \
     --tmpfs /tmp:rw,nosuid,nodev,size=512m,mode=1777 --tmpfs /cache:rw,nosuid,nodev,size=256m,mode=1777 \
     -e "STREAMLIT_SERVER_PORT=${PORT:-8501}" "$@" "$IMAGE"
 }
 
 edge() {  # UPSTREAM_PORT: the image's nginx with deploy/nginx.conf.template in front of one app (a pod's shape)
   local upstream=$1; shift
-  exec podman run --network host --read-only --read-only-tmpfs=false \
+  exec podman run --pull never --network host --read-only --read-only-tmpfs=false \
     --tmpfs /tmp:rw,nosuid,nodev,size=64m,mode=1777 --entrypoint /app/deploy/edge.sh \
     -e "EDGE_PORT=${EDGE_PORT:-8080}" -e "UPSTREAM=127.0.0.1:$upstream" "$@" "$IMAGE"
 }
