@@ -1,11 +1,14 @@
 """Capacity curve: simulated students (benchmarks/loadgen.py) against 1 and 2 replicas behind nginx.
 
-For each replica count and class size, a fresh deployment (deploy/serve.sh, warmed) takes `--seconds` of students
-who open a link and then change sentence, layer, head and page with 2-5 s think times. Prints one row per point
-and one JSON line per point plus the machine; writes nothing else. Loopback only; every run stops by itself.
+For each replica count and class size, a fresh deployment (warmed) takes `--seconds` of students who open a link
+and then change sentence, layer, head and page with 2-5 s think times. A deployment is bare replicas
+(deploy/serve.sh) or containers of the image (deploy/image.sh run, behind the same nginx configuration); with
+both setups, each point runs them one after the other. Prints one row per point and one JSON line per point plus
+the machine; writes nothing else. Loopback only; every run stops by itself.
 
     .venv-test/bin/python benchmarks/capacity.py                       # 1 and 2 replicas x 10, 20, 40, 80
     .venv-test/bin/python benchmarks/capacity.py --replicas 2 --students 40 --seconds 30
+    .venv-test/bin/python benchmarks/capacity.py --replicas 2 --students 40 80 --setups bare containers --repeat 2
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.loadgen import run_load  # noqa: E402
 from benchmarks.machine import cpu_name  # noqa: E402
 from deploy.cluster import Deployment, deployment  # noqa: E402
+from deploy.container import containers_behind_nginx  # noqa: E402
+
+SETUPS = {"bare": deployment, "containers": containers_behind_nginx}
 
 
 def loadavg() -> str:
@@ -42,8 +48,8 @@ def sample_peaks(dep: Deployment, stop: threading.Event, peaks: dict[int, float]
                 peaks[port] = max(peaks.get(port, 0.0), rss)
 
 
-def point(replicas: int, students: int, seconds: float, seed: int) -> dict:
-    with deployment(replicas) as dep:
+def point(replicas: int, students: int, seconds: float, seed: int, setup: str = "bare") -> dict:
+    with SETUPS[setup](replicas) as dep:
         cpu0 = {p: dep.cpu_seconds(p) or 0.0 for p in dep.replica_ports}
         own0 = resource.getrusage(resource.RUSAGE_SELF)
         peaks: dict[int, float] = {}
@@ -60,6 +66,7 @@ def point(replicas: int, students: int, seconds: float, seed: int) -> dict:
     runs = [r for r in report.runs if r.latency is not None]
     summary = report.summary()
     return summary | {
+        "setup": setup,
         "replicas": replicas,
         "server_cpu_s": round(cpu, 1),
         "server_cpu_ms_per_run": round(1000 * cpu / max(len(runs), 1)),
@@ -75,25 +82,30 @@ def main() -> None:
     parser.add_argument("--students", type=int, nargs="+", default=[10, 20, 40, 80])
     parser.add_argument("--seconds", type=float, default=45)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--setups", nargs="+", choices=sorted(SETUPS), default=["bare"])
+    parser.add_argument("--repeat", type=int, default=1, help="run every point this many times (setups alternate)")
     args = parser.parse_args()
     machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                "loadavg_before": loadavg()}
     print(json.dumps({"machine": machine}))
-    print(f"{'replicas':>8} {'students':>8} {'runs/s':>7} {'p50 s':>6} {'p95 s':>6} {'max s':>6} {'errors':>6} "
-          f"{'cpu ms/run':>10} {'cores':>5} {'peak RSS MB':>14}")
-    best: dict[int, int] = {}
+    print(f"{'setup':>10} {'replicas':>8} {'students':>8} {'runs/s':>7} {'p50 s':>6} {'p95 s':>6} {'max s':>6} "
+          f"{'errors':>6} {'cpu ms/run':>10} {'cores':>5} {'peak RSS MB':>14}")
+    best: dict[str, int] = {}
     for replicas in args.replicas:
         for students in args.students:
-            t0 = time.monotonic()
-            row = point(replicas, students, args.seconds, args.seed)
-            row["loadavg_after"] = loadavg()
-            row["wall_s"] = round(time.monotonic() - t0)
-            print(f"{replicas:>8} {students:>8} {row['interactions_per_s']:>7} {row['p50_s']:>6} {row['p95_s']:>6} "
-                  f"{row['max_s']:>6} {row['errors']:>6} {row['server_cpu_ms_per_run']:>10} "
-                  f"{row['server_cores_used']:>5} {str(row['peak_rss_mb']):>14}", flush=True)
-            print(json.dumps(row), flush=True)
-            if row["p95_s"] is not None and row["p95_s"] <= 1.0 and row["errors"] == 0:
-                best[replicas] = max(best.get(replicas, 0), students)
+            for _ in range(args.repeat):
+                for setup in args.setups:
+                    t0 = time.monotonic()
+                    row = point(replicas, students, args.seconds, args.seed, setup)
+                    row["loadavg_after"] = loadavg()
+                    row["wall_s"] = round(time.monotonic() - t0)
+                    print(f"{setup:>10} {replicas:>8} {students:>8} {row['interactions_per_s']:>7} {row['p50_s']:>6} "
+                          f"{row['p95_s']:>6} {row['max_s']:>6} {row['errors']:>6} {row['server_cpu_ms_per_run']:>10} "
+                          f"{row['server_cores_used']:>5} {str(row['peak_rss_mb']):>14}", flush=True)
+                    print(json.dumps(row), flush=True)
+                    if row["p95_s"] is not None and row["p95_s"] <= 1.0 and row["errors"] == 0:
+                        key = f"{setup} {replicas}"
+                        best[key] = max(best.get(key, 0), students)
     print(json.dumps({"largest_class_p95_le_1s": best, "machine": machine | {"loadavg_after": loadavg()}}))
 
 

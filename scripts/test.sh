@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian machine, then run the whole suite.
 #   - system packages: Chromium (for the Playwright browser tests), Graphviz's `dot` (SVG export), nginx
-#     (tests/app/test_deploy.py runs deploy/serve.sh: replicas behind nginx) and Node (tests/js: `node --test`)
+#     (tests/app/test_deploy.py runs deploy/serve.sh: replicas behind nginx), Node (tests/js: `node --test`), and
+#     podman with runc and debootstrap (tests/app/test_container.py builds and runs the image on a Debian base made here)
 #   - a virtual environment .venv-test with requirements-test.txt
 # Nothing is skipped: a missing browser or binary makes the tests that need it fail, loudly.
 set -euo pipefail
@@ -12,6 +13,9 @@ need=()
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)  # deploy tests: replicas behind nginx
 command -v node >/dev/null 2>&1 || need+=(nodejs)  # tests/js: the components' logic under `node --test`
+command -v podman >/dev/null 2>&1 || need+=(podman)  # container tests: the image, built and run
+command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || need+=(runc)
+command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
