@@ -13,7 +13,7 @@ import streamlit as st  # noqa: E402
 
 import ui  # noqa: E402
 from encoder.tokenizer import INSTALL_HINT  # noqa: E402
-from encoder.viz.diagram import printable  # noqa: E402
+from encoder.viz.text import printable  # noqa: E402
 from ui import settings, state  # noqa: E402
 from ui.settings import CUSTOM, PRETRAINED  # noqa: E402
 

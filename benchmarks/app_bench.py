@@ -53,7 +53,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import encoder  # noqa: E402
 from benchmarks.machine import cpu_name  # noqa: E402
 from encoder.tokenizer import encode  # noqa: E402
-from encoder.viz import figures  # noqa: E402
+from encoder.viz import attention  # noqa: E402
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 300
@@ -172,21 +172,22 @@ def timed(fn: Callable[[], object], reps: int) -> tuple[float, object]:
 def fragment_costs(trace: encoder.Trace, layer: int, head: int, reps: int) -> dict:
     """The Attention fragment's own work, timed outside Streamlit (medians, ms)."""
     out = {}
-    t, fig = timed(lambda: figures.attention_heatmap(trace, layer, head), reps)
+    t, fig = timed(lambda: attention.attention_heatmap(trace, layer, head), reps)
     out["head_build"] = ms(t)
     t, fig_dict = timed(lambda: plotly.tools.return_figure_from_figure_or_data(fig, True), reps)
     out["head_to_dict"] = ms(t)
     t, spec = timed(lambda: plotly.io.to_json(fig_dict, validate=False), reps)
     out["head_to_json"] = ms(t)
     out["head_spec_bytes"] = len(spec)
-    t, csv = timed(lambda: figures.attention_table(trace, layer, head).to_csv(index=False), reps)
+    t, csv = timed(lambda: attention.attention_table(trace, layer, head).to_csv(index=False), reps)
     out["head_csv"] = ms(t)
     out["csv_bytes"] = len(csv)
-    t, js = timed(lambda: figures.attention_json(trace, layer, head), reps)
+    t, js = timed(lambda: attention.attention_json(trace, layer, head), reps)
     out["head_json_download"] = ms(t)
     out["json_download_bytes"] = len(js)
     out["head_chart_only"] = round(out["head_build"] + out["head_to_dict"] + out["head_to_json"], 1)  # per rerun
-    for view, build in (("layer", lambda: figures.attention_grid(trace, layer)), ("model", lambda: figures.model_view(trace))):
+    builds = (("layer", lambda: attention.attention_grid(trace, layer)), ("model", lambda: attention.model_view(trace)))
+    for view, build in builds:
         small = max(1, reps // 2)
         t_build, fig = timed(build, small)
         t_json, _ = timed(lambda f=fig: plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(f, True),

@@ -22,7 +22,7 @@ import encoder
 from encoder.analysis import embeddings, position
 from encoder.analysis.variants import variant
 from encoder.tokenizer import pretrained_available
-from encoder.viz import figures  # noqa: F401 (imported before gc.freeze below, with plotly and pandas)
+from encoder.viz import activations, attention, similarity  # noqa: F401 (imported before gc.freeze below: plotly, pandas)
 
 from . import settings, state
 from .caches import CACHE

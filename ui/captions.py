@@ -10,7 +10,8 @@ import pandas as pd
 from torch import Tensor
 
 from encoder import Trace
-from encoder.viz.figures import SPECIAL, cosine_matrix
+from encoder.viz.axes import SPECIAL
+from encoder.viz.similarity import cosine_matrix
 
 NEAR_MARGIN = 0.1  # neighbours must be this much more alike than far-apart positions to be called "similar"
 TRAINED_KEYS = ("pretrained", "ckpt:")  # model keys of trained weights (custom models are random init)

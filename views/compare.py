@@ -4,7 +4,7 @@ import streamlit as st
 
 import ui
 from encoder.analysis import variants
-from encoder.viz import figures
+from encoder.viz import activations, attention, export
 from encoder.viz.teaching import token_attention
 from ui import captions
 
@@ -43,22 +43,22 @@ def placements() -> None:
             "on [CLS] or [SEP]." if rewired else "")
     if note and not fr.present:
         st.warning(note, icon=":material/warning:")
-    tag = figures.model_tag(trace.config, fr.model_key)
-    pair = figures.attention_pair({names["post"]: post, names["pre"]: pre}, layer, head, scale=scale,
-                                  presentation=fr.present)
-    st.plotly_chart(pair, config=figures.png_config(figures.export_name(trace, "post-vs-pre", f"L{layer}", f"H{head}",
-                                                                        model=tag)))
+    tag = export.model_tag(trace.config, fr.model_key)
+    pair = attention.attention_pair({names["post"]: post, names["pre"]: pre}, layer, head, scale=scale,
+                                    presentation=fr.present)
+    st.plotly_chart(pair, config=export.png_config(export.export_name(trace, "post-vs-pre", f"L{layer}", f"H{head}",
+                                                                      model=tag)))
     if note and fr.present:
         st.warning(note, icon=":material/warning:")
     left, right = st.columns(2)
     # Past LONG tokens the exact pair above is already ~3 MB; the difference map (another ~1.5 MB) comes on request.
     if trace.seq_len <= LONG or ui.widget("diff_long", left):
-        diff = figures.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.tokens,
-                                            "Post-LN − Pre-LN", presentation=fr.present)
-        left.plotly_chart(diff, config=figures.png_config(figures.export_name(trace, "post-minus-pre", f"L{layer}",
-                                                                              f"H{head}", model=tag)))
-    right.plotly_chart(figures.residual_norms({names["post"]: post, names["pre"]: pre}, presentation=fr.present),
-                       config=figures.png_config(figures.export_name(trace, "residual-post-pre", model=tag)))
+        diff = attention.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.tokens,
+                                              "Post-LN − Pre-LN", presentation=fr.present)
+        left.plotly_chart(diff, config=export.png_config(export.export_name(trace, "post-minus-pre", f"L{layer}",
+                                                                            f"H{head}", model=tag)))
+    right.plotly_chart(activations.residual_norms({names["post"]: post, names["pre"]: pre}, presentation=fr.present),
+                       config=export.png_config(export.export_name(trace, "residual-post-pre", model=tag)))
     ui.caption("Left: red where Post-LN attends more, blue where Pre-LN does. Right: "
                + " ".join(captions.placement_sentence(run) for run in (post, pre)))
     st.subheader("Layer outputs")
@@ -92,18 +92,18 @@ def sentences() -> None:
         st.info("Pick a token that appears in both sentences (as a WordPiece token, lowercase for this model).")
         return
     ra, rb = variants.token_rows(trace, ia, layer), variants.token_rows(other, ib, layer)
-    tag = figures.model_tag(trace.config, fr.model_key)
+    tag = export.model_tag(trace.config, fr.model_key)
     # Stacked, each the full width: the two sentences' tokens differ, so the maps cannot share an axis.
     for which, run, rows in (("First", trace, ra), ("Second", other, rb)):
         st.plotly_chart(token_attention(rows, run.tokens, word, f"{which} sentence, layer {layer}",
                                         presentation=fr.present),
-                        config=figures.png_config(figures.export_name(run, "token-attention", f"L{layer}", word,
-                                                                      model=tag)))
+                        config=export.png_config(export.export_name(run, "token-attention", f"L{layer}", word,
+                                                                    model=tag)))
     if len(trace.tokens) == len(other.tokens):
         fig = token_attention(ra - rb, trace.tokens, word, f"Difference (first minus second), layer {layer}", diff=True,
                               presentation=fr.present)
-        st.plotly_chart(fig, config=figures.png_config(figures.export_name(trace, "token-diff", f"L{layer}", word,
-                                                                           model=tag)))
+        st.plotly_chart(fig, config=export.png_config(export.export_name(trace, "token-diff", f"L{layer}", word,
+                                                                         model=tag)))
         ui.caption("Red: the token attends more to that key in the first sentence; blue: more in the second. In "
                    "trained models some heads move attention from 'animal' to 'street' when 'tired' becomes 'wide'.")
     else:

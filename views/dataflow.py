@@ -4,11 +4,11 @@ import streamlit as st
 
 import ui
 from encoder.analysis import cost
-from encoder.viz import diagram, figures
+from encoder.viz import diagram, export, style
 
 # On a projector the diagram starts right below the title (its controls are in the right-hand column): at
 # 1280x720 and 1024x768 it may be this tall and still end on screen (tests/app/test_projector_diagram.py).
-PRESENT_HEIGHT = figures.DIAGRAM_HEIGHT + 80
+PRESENT_HEIGHT = style.DIAGRAM_HEIGHT + 80
 
 fr = ui.frame()
 if fr.config is None:
@@ -35,9 +35,9 @@ try:
     svg, svg_problem = diagram.svg_bytes(graph), ""
 except ValueError as err:  # no `dot`: the browser still draws the diagram, only the SVG export is missing
     svg, svg_problem = None, str(err)
-tag = figures.model_tag(cfg, fr.model_key)
-name = (figures.export_name(trace, "diagram", f"L{layer}", model=tag) if trace is not None
-        else figures.safe_filename(f"{tag}_diagram_L{layer}"))
+tag = export.model_tag(cfg, fr.model_key)
+name = (export.export_name(trace, "diagram", f"L{layer}", model=tag) if trace is not None
+        else export.safe_filename(f"{tag}_diagram_L{layer}"))
 if not fr.present:
     left, right = st.columns([3, 2])
 with left:

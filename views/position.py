@@ -5,13 +5,13 @@ import streamlit as st
 
 import ui
 from encoder.analysis import position
-from encoder.viz import figures
+from encoder.viz import activations, export, similarity
 from encoder.viz.teaching import grad_norm_chart
 from ui import captions
 
 fr, trace = ui.need_trace()
 cfg = trace.config
-tag = figures.model_tag(cfg, fr.model_key)
+tag = export.model_tag(cfg, fr.model_key)
 
 st.subheader("The positional encoding of this model")
 table = position.pe_table(cfg, trace.seq_len, fr.model)
@@ -19,11 +19,11 @@ if cfg.positional == "none":
     st.info("This model has no positional encoding: positional = none.")
 else:
     left, right = st.columns(2)
-    left.plotly_chart(figures.positional_heatmap(table, f"{cfg.positional.capitalize()} positional encoding, "
-                                                 f"{trace.seq_len} positions", presentation=fr.present),
-                      config=figures.png_config(figures.export_name(trace, "positional", model=tag)))
-    right.plotly_chart(figures.position_similarity(table, presentation=fr.present),
-                       config=figures.png_config(figures.export_name(trace, "position-similarity", model=tag)))
+    left.plotly_chart(activations.positional_heatmap(table, f"{cfg.positional.capitalize()} positional encoding, "
+                                                     f"{trace.seq_len} positions", presentation=fr.present),
+                      config=export.png_config(export.export_name(trace, "positional", model=tag)))
+    right.plotly_chart(similarity.position_similarity(table, presentation=fr.present),
+                       config=export.png_config(export.export_name(trace, "position-similarity", model=tag)))
     ui.caption(captions.position_caption(table, cfg.positional, captions.is_trained(fr.model_key)))
 
 st.subheader("Shuffle the words")
@@ -55,5 +55,5 @@ per_layer = pd.DataFrame(
 st.plotly_chart(grad_norm_chart(per_layer, "layer", "attention difference", "model",
                                 "Attention after shuffling vs shuffled attention, per layer", x_title="layer",
                                 y_title="max |A(Px) − P·A·Pᵀ|", floor=captions.ROUNDING, presentation=fr.present),
-                config=figures.png_config(figures.export_name(trace, "shuffle", f"seed{seed}", model=tag)))
+                config=export.png_config(export.export_name(trace, "shuffle", f"seed{seed}", model=tag)))
 ui.caption(captions.shuffle_caption({name: r.attn_diff for name, r in runs.items()}))

@@ -5,7 +5,7 @@ import streamlit as st
 
 import ui
 from encoder.analysis import stability
-from encoder.viz import figures
+from encoder.viz import attention, export
 from encoder.viz.teaching import grad_norm_chart, training_curves
 from ui.caches import CACHE
 
@@ -33,12 +33,12 @@ df = grad_norms(depth).query("group == 'W2'").replace({"norm": {"post": "Post-LN
 left, right = st.columns(2)
 left.plotly_chart(grad_norm_chart(df, "layer", "grad_norm", "norm", f"W2 gradient norm per layer, {depth} layers",
                                   x_title="layer (0 = first)", y_title="gradient norm of W2", presentation=fr.present),
-                  config=figures.png_config(f"stability_grad-norms_{depth}-layers"))
+                  config=export.png_config(f"stability_grad-norms_{depth}-layers"))
 t = trend().replace({"norm": {"post": "Post-LN", "pre": "Pre-LN"}})
 right.plotly_chart(grad_norm_chart(t, "num_layers", "last_w2", "norm", "Last layer's W2 gradient norm vs depth",
                                    x_title="number of layers", y_title="gradient norm of the last layer's W2",
                                    presentation=fr.present),
-                   config=figures.png_config("stability_grad-norm-vs-depth"))
+                   config=export.png_config("stability_grad-norm-vs-depth"))
 
 st.subheader("2. Training with and without warm-up")
 ui.caption("Three copies of one 128-wide encoder learn to reverse sequences of 16 random tokens, with Adam at the "
@@ -66,7 +66,7 @@ if runs is not None:
     first = next(iter(runs.values()))
     st.plotly_chart(training_curves({name: r.losses for name, r in runs.items()}, first.chance_loss,
                                     presentation=fr.present),
-                    config=figures.png_config(f"stability_training_lr{lr:g}_{steps}-steps_{layers}-layers"))
+                    config=export.png_config(f"stability_training_lr{lr:g}_{steps}-steps_{layers}-layers"))
     st.dataframe(pd.DataFrame([{"run": name, "final loss": round(r.final_loss, 3), "accuracy": f"{r.accuracy:.0%}",
                                 "learned": "yes" if r.learned else "no", "seconds": round(r.seconds, 1)}
                                for name, r in runs.items()]), hide_index=True, width="stretch")
@@ -86,6 +86,6 @@ if runs is not None:
     if not runs[name].learned:
         st.info(f"The run “{name}” did not learn the task (final loss {runs[name].final_loss:.2f}), so expect no "
                 "anti-diagonal here.")
-    st.plotly_chart(figures.attention_heatmap(trained, layer, head, presentation=fr.present),
-                    config=figures.png_config(figures.export_name(trained, "trained-attention", f"L{layer}", f"H{head}",
-                                                                  model=figures.safe_filename(name))))
+    st.plotly_chart(attention.attention_heatmap(trained, layer, head, presentation=fr.present),
+                    config=export.png_config(export.export_name(trained, "trained-attention", f"L{layer}", f"H{head}",
+                                                                model=export.safe_filename(name))))

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from encoder.viz import diagram, figures
+from encoder.viz import activations, diagram, export, style
 from ui.steps import layer_steps
 
 fr, trace = ui.need_trace()
@@ -27,7 +27,7 @@ with left:
     # On a projector the compact drawing, as large as the column and DIAGRAM_HEIGHT allow.
     graph = diagram.layer_diagram(trace.config, layer=layer, highlight=step.key, seq=trace.seq_len, compact=fr.present)
     if fr.present:
-        st.graphviz_chart(graph, width="stretch", height=figures.DIAGRAM_HEIGHT)
+        st.graphviz_chart(graph, width="stretch", height=style.DIAGRAM_HEIGHT)
     else:
         st.graphviz_chart(graph, width="content")
 with right:
@@ -36,10 +36,10 @@ with right:
         st.caption("Training mode is on: the tensor shown is the sub-layer output before dropout.")
     x = trace.taps[layer][step.tap]
     st.plotly_chart(
-        figures.tensor_heatmap(x, trace.tokens, f"Layer {layer}, {step.tap}: {tuple(x.shape)}",
-                               subtitle=figures.mode_note(trace.train).removeprefix(" · "), presentation=fr.present),
-        config=figures.png_config(figures.export_name(trace, "step", f"L{layer}", step.tap,
-                                                      model=figures.model_tag(trace.config, fr.model_key))),
+        activations.tensor_heatmap(x, trace.tokens, f"Layer {layer}, {step.tap}: {tuple(x.shape)}",
+                                   subtitle=style.mode_note(trace.train).removeprefix(" · "), presentation=fr.present),
+        config=export.png_config(export.export_name(trace, "step", f"L{layer}", step.tap,
+                                                    model=export.model_tag(trace.config, fr.model_key))),
     )
     st.write(step.text)
     row = trace.stats().query("layer == @layer and tap == @step.tap").iloc[0]

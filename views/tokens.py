@@ -4,11 +4,11 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from encoder.viz import figures
+from encoder.viz import activations, export, similarity, style
 from ui import captions
 
 fr, trace = ui.need_trace()
-tag = figures.model_tag(trace.config, fr.model_key)
+tag = export.model_tag(trace.config, fr.model_key)
 
 st.subheader(f"{trace.seq_len} WordPiece tokens and their embeddings")
 if trace.truncated:
@@ -18,16 +18,16 @@ ui.caption("WordPiece splits rare words into known pieces (continuations start w
 vectors = fr.model.embed.tok.weight[trace.token_ids].detach().cpu()  # (seq, d_model): the table's rows, no positions
 left, right = st.columns([1, 2])
 left.dataframe(pd.DataFrame({"position": range(trace.seq_len), "token": trace.tokens, "id": trace.token_ids}),
-               hide_index=True, width="stretch", height=min(figures.PRESENT_HEIGHT if fr.present else 520,
+               hide_index=True, width="stretch", height=min(style.PRESENT_HEIGHT if fr.present else 520,
                                                             38 + 35 * trace.seq_len))
-right.plotly_chart(figures.tensor_heatmap(vectors, trace.tokens, f"Token embeddings: {trace.seq_len} × "
-                                          f"{trace.config.d_model}", subtitle="rows of the embedding table, no positions",
-                                          presentation=fr.present),
-                   config=figures.png_config(figures.export_name(trace, "token-embeddings", model=tag)))
+right.plotly_chart(activations.tensor_heatmap(vectors, trace.tokens, f"Token embeddings: {trace.seq_len} × "
+                                              f"{trace.config.d_model}", subtitle="rows of the embedding table, no positions",
+                                              presentation=fr.present),
+                   config=export.png_config(export.export_name(trace, "token-embeddings", model=tag)))
 left, right = st.columns([2, 1])
-left.plotly_chart(figures.token_similarity(vectors, trace.tokens, "Token embeddings: cosine similarity",
-                                           presentation=fr.present),
-                  config=figures.png_config(figures.export_name(trace, "token-similarity", model=tag)))
+left.plotly_chart(similarity.token_similarity(vectors, trace.tokens, "Token embeddings: cosine similarity",
+                                              presentation=fr.present),
+                  config=export.png_config(export.export_name(trace, "token-similarity", model=tag)))
 with right:
     ui.caption(captions.embedding_caption(trace, vectors, captions.is_trained(fr.model_key)))
     positional = trace.config.positional

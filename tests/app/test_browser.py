@@ -26,8 +26,9 @@ import encoder
 from encoder import TAPS
 from encoder.config import EncoderConfig
 from encoder.tokenizer import encode
-from encoder.viz import figures
-from encoder.viz.diagram import layer_diagram, printable
+from encoder.viz import style
+from encoder.viz.diagram import layer_diagram
+from encoder.viz.text import printable
 from tests.app.server import READY, ROOT, ServerLog, streamlit_server
 from tests.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
 from ui import settings
@@ -344,8 +345,8 @@ EXACT_TEXT = " ".join((("the teacher reads the long story to the class and every
 
 
 def cell_colours(weights: np.ndarray) -> np.ndarray:
-    """(T, T, 3) RGB of each weight on the attention colour scale, as figures.attention_heatmap's stops give it."""
-    stops = [(at, plotly.colors.unlabel_rgb(rgb)) for at, rgb in plotly.colors.get_colorscale(figures.ATTENTION_SCALE)]
+    """(T, T, 3) RGB of each weight on the attention colour scale, as attention.attention_heatmap's stops give it."""
+    stops = [(at, plotly.colors.unlabel_rgb(rgb)) for at, rgb in plotly.colors.get_colorscale(style.ATTENTION_SCALE)]
     return np.stack([np.interp(weights, [at for at, _ in stops], [rgb[k] for _, rgb in stops]) for k in range(3)],
                     axis=-1)
 

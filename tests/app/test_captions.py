@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 import encoder
 from encoder.analysis import position
 from encoder.analysis.variants import variant
-from encoder.viz import figures
+from encoder.viz import attention
 from tests.app.test_app import APP, TIMEOUT, assert_clean, frame_of
 from ui import captions, settings
 
@@ -102,7 +102,7 @@ def test_position_caption_calls_neighbours_similar_only_when_they_are(models, tr
 
 def test_attention_caption_and_figure_agree_on_renormalised_rows(traces):
     trace = traces["pretrained"]
-    fig = figures.attention_heatmap(trace, 3, 1, hide_special=True)
+    fig = attention.attention_heatmap(trace, 3, 1, hide_special=True)
     rows = torch.tensor(fig.data[0].z, dtype=torch.float64).sum(1)
     assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5)
     assert "renormalised" in captions.attention_caption(True, "fixed")

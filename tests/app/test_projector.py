@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from encoder.viz.figures import MIN_PRESENT_FONT
+from encoder.viz.style import MIN_PRESENT_FONT
 from tests.app.server import READY, ROOT, streamlit_server
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
 

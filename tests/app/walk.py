@@ -18,7 +18,7 @@ from typing import Any
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from encoder.viz.diagram import printable
+from encoder.viz.text import printable
 from tests.app.server import READY, ROOT, ServerLog
 from ui import quiz, settings
 from ui.purpose import ablate_label
