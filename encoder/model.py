@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from ._buffers import pattern_buffer
 from .config import EncoderConfig
+from .devices import pick_device
 
 # The attention's own taps, per head: q, k, v and z (the weighted sum of values) are (B, H, T, d_head); concat is
 # Concat(z_1..z_h), (B, T, D), the tensor W_O multiplies. q is unscaled: softmax(q k^T / sqrt(d_head)) is the pattern.
@@ -345,17 +346,6 @@ def knockouts(cfg: EncoderConfig, ablate: Iterable | None) -> list[Knockout]:
         )
         for layer in range(cfg.num_layers)
     ]
-
-
-def pick_device(prefer: str | None = None) -> torch.device:
-    """CUDA when there is one, else Apple's MPS, else the CPU; `prefer` overrides."""
-    if prefer:
-        return torch.device(prefer)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
 
 
 def build_model(config: EncoderConfig, device: str | torch.device | None = None) -> Encoder:

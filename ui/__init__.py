@@ -63,16 +63,12 @@ class Frame:
 
 
 def available_devices() -> list[str]:
-    devices = ["auto", "cpu"]
-    if torch.cuda.is_available():
-        devices.append("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        devices.append("mps")
-    return devices
+    """The sidebar's device options on this server: "auto" (encoder.pick_device's choice), then what it has."""
+    return [settings.AUTO_DEVICE, *encoder.available_devices()]
 
 
 def resolve_device(choice: str) -> str:
-    if choice not in available_devices() or choice == "auto":
+    if choice not in available_devices() or choice == settings.AUTO_DEVICE:
         return str(encoder.pick_device())
     return choice
 
@@ -97,7 +93,7 @@ def check_url_values(values: dict[str, Any]) -> list[str]:
     problems = []
     if values["device"] not in available_devices():
         problems.append(f"The device {values['device']!r} is not available here; using auto.")
-        values["device"] = "auto"
+        values["device"] = settings.AUTO_DEVICE
     choices = model_choices()
     if values["model"] not in choices:
         problems.append(f"The model {values['model']!r} is not available here; using {model_label(choices[0])}.")

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from encoder.config import EncoderConfig
+from encoder.devices import DEVICES
 
 PRETRAINED = "pretrained"
 CUSTOM = "custom"
 CHECKPOINT_PREFIX = "ckpt:"
 PRETRAINED_LABEL = "all-MiniLM-L6-v2 (pretrained)"
 CUSTOM_LABEL = "Custom (random init)"
+AUTO_DEVICE = "auto"  # the device setting that lets encoder.pick_device choose
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
 SECOND_SENTENCE = "The animal didn't cross the street because it was too wide."
@@ -152,7 +154,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("seed", _base.seed, int, None, 0, MAX_SEED, label="Seed", widget="number", step=1),
         Setting("train", False, bool, label="Training mode (dropout on)", widget="toggle",
                 help="Eval mode is the default: dropout is the identity."),
-        Setting("device", "auto", str, ("auto", "cpu", "cuda", "mps"), label="Device", widget="selectbox"),
+        Setting("device", AUTO_DEVICE, str, (AUTO_DEVICE, *DEVICES), label="Device", widget="selectbox"),
         Setting("present", False, bool, label="Presentation mode", widget="toggle",
                 help="Bigger fonts, no explanatory captions, the sidebar folded away: for projecting."),
         # Page settings.
