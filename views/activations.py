@@ -34,7 +34,7 @@ def activations_view() -> None:
     with left:
         st.plotly_chart(activations.token_norms(trace, layer, tap, presentation=fr.present),
                         config=export.png_config(export.export_name(trace, "token-norms", f"L{layer}", tap, model=tag)))
-        ui.caption("The L2 norm of each token's vector at the chosen tap.")
+        ui.caption(f"The L2 norm of each token's vector at {captions.tap_caption(trace.config.norm, tap)}.")
     with right:
         st.plotly_chart(activations.tap_histogram(trace, layer, tap, presentation=fr.present),
                         config=export.png_config(export.export_name(trace, "histogram", f"L{layer}", tap, model=tag)))
