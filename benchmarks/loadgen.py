@@ -44,11 +44,11 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState, ContextInfo
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
+from ui import pages
+
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-# URL paths of the app's pages. Attention is the default page, which Streamlit serves at "/" whatever its url_path
-# says ("/heatmaps" gets a "Page not found" dialog in the browser, and page_not_found here).
-PAGES = ("", "statistics", "diagram", "wordpieces", "side-by-side", "walkthrough", "warmup", "word-order",
-         "check")
+# URL paths of the app's pages, from its page registry; the default page is served at "/".
+PAGES = tuple(entry.url.lstrip("/") for entry in pages.PAGES)
 SENTENCES = (
     "The animal didn't cross the street because it was too tired.",
     "The animal didn't cross the street because it was too wide.",

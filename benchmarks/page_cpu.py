@@ -23,6 +23,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from benchmarks.machine import cpu_name  # noqa: E402
+from ui import pages  # noqa: E402
 
 APP = str(ROOT / "app.py")
 SHORT = "The animal didn't cross the street because it was too tired."
@@ -40,10 +41,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
-    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "views").glob("*.py"))
+    files = [entry.file for entry in pages.PAGES]
     rows = []
     for label, text in (("12 tokens", SHORT), ("128 tokens", LONG)):
-        for page in pages:
+        for page in files:
             at = AppTest.from_file(APP, default_timeout=300)
             at.query_params["text"] = text
             at.run()

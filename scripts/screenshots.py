@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from tests.app.server import READY, launch, streamlit_server  # noqa: E402
-from tests.app.test_projector import page_paths  # noqa: E402
+from ui import pages  # noqa: E402
 
 OUT = ROOT / "artifacts" / "screenshots"
 SIZES = ("1024x768p", "1280x720p", "1440x900", "420x900")
@@ -83,12 +83,14 @@ def shoot(browser, url: str, path: str, size: str, params: dict[str, str], timeo
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=sorted(MODELS), default="pretrained")
-    parser.add_argument("--pages", nargs="*", help="URL paths (default: every page of app.py)")
+    parser.add_argument("--pages", nargs="*", help="URL paths (default: every page of ui/pages.py)")
     parser.add_argument("--sizes", nargs="*", default=list(SIZES))
     parser.add_argument("--text", help="the sentence (default: the app's)")
     args = parser.parse_args(argv)
     params = dict(MODELS[args.model]) | ({"text": args.text} if args.text else {})
-    paths = page_paths() if not args.pages else ["" if p in ("", "/", "heatmaps") else p for p in args.pages]
+    default = next(entry.path for entry in pages.PAGES if entry.default)  # served at "/"
+    paths = ([entry.url.lstrip("/") for entry in pages.PAGES] if not args.pages
+             else ["" if p in ("", "/", default) else p for p in args.pages])
     OUT.mkdir(parents=True, exist_ok=True)
     env = {"STREAMLIT_LOGGER_ENABLE_RICH": "false", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
     with streamlit_server(env=env) as (url, proc), sync_playwright() as pw:

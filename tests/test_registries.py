@@ -1,10 +1,12 @@
-"""One registry per fact: everything keyed by a tap or a device is complete against its one table.
+"""One registry per fact: everything keyed by a tap, a device or a page is complete against its one table.
 
-A new tap in encoder.model.PLACEMENTS or a device in encoder.DEVICES fails here, with the table that lacks it named,
-until every place keyed by it has its entry.
+A new tap in encoder.model.PLACEMENTS, a device in encoder.DEVICES or a page in ui/pages.PAGES fails here, with the
+table that lacks it named, until every place keyed by it has its entry.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +14,9 @@ import encoder
 import ui
 from encoder.model import PLACEMENTS, flow_order
 from encoder.viz import diagram
-from ui import captions, settings, steps
+from ui import captions, pages, settings, steps
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_tap_vocabulary_is_the_wiring_tables():
@@ -48,3 +52,14 @@ def test_one_device_list():
     here = ui.available_devices()
     assert here[0] == settings.AUTO_DEVICE and here[-1] == "cpu" and set(here) <= set(settings.SETTINGS["device"].options)
     assert str(encoder.pick_device()) == encoder.available_devices()[0]
+
+
+def test_one_page_registry():
+    paths = [entry.path for entry in pages.PAGES]
+    assert len(set(paths)) == len(paths) and len({entry.title for entry in pages.PAGES}) == len(paths)
+    assert [entry.default for entry in pages.PAGES].count(True) == 1
+    assert all((ROOT / entry.file).is_file() and entry.icon.startswith(":material/") for entry in pages.PAGES)
+    sections = [entry.section for entry in pages.PAGES]
+    assert sections == sorted(sections, key=sections.index), "a section's pages stand together, in the sidebar's order"
+    with pytest.raises(ValueError, match="/diagram"):
+        pages.page("dataflow")

@@ -8,7 +8,7 @@ import ui
 from encoder.analysis import embeddings
 from encoder.viz import export
 from encoder.viz import purpose as fig
-from ui import purpose
+from ui import pages, purpose
 
 POOLING = {
     "mean": "the mean of its token vectors at the encoder's output (with one sentence at a time every token counts; "
@@ -95,7 +95,7 @@ def word_order(fr: ui.Frame, text: str, pool: str) -> None:
     if fr.values["train"]:
         st.caption("Training mode is on: dropout falls on different tokens once they move, so even without positions "
                    "the vectors differ a little.")
-    st.page_link("views/position.py", label="Position: shuffle the words and compare every layer",
+    st.page_link(pages.page("word-order").file, label="Position: shuffle the words and compare every layer",
                  icon=":material/shuffle:")
 
 

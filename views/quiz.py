@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from ui import quiz, state
+from ui import pages, quiz, state
 
 ui.frame()
 ss = st.session_state
@@ -35,8 +35,8 @@ for n, q in enumerate(quiz.QUESTIONS, start=1):
         if choice is not None:
             correct, feedback = quiz.check(q.id, choice)
             (st.success if correct else st.error)(feedback)
-            path, title = quiz.PAGES[q.page]
-            st.page_link(path, label=f"See it on {title}: {q.demo}", icon=":material/visibility:")
+            shows = pages.page(q.page)
+            st.page_link(shows.file, label=f"See it on {shows.title}: {q.demo}", icon=":material/visibility:")
 
 if answered:
     st.button("Start again", icon=":material/restart_alt:", on_click=state.put, args=("quiz", ""))

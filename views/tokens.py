@@ -5,7 +5,7 @@ import streamlit as st
 
 import ui
 from encoder.viz import activations, export, similarity, style
-from ui import captions
+from ui import captions, pages
 
 fr, trace = ui.need_trace()
 tag = export.model_tag(trace.config, fr.model_key)
@@ -33,4 +33,5 @@ with right:
     positional = trace.config.positional
     st.markdown("**Positional encoding:** " + ("none: this model cannot tell word order apart." if positional == "none"
                 else f"{positional}, added to these rows before the first layer."))
-    st.page_link("views/position.py", label="See it on the Position page", icon=":material/shuffle:")
+    position = pages.page("word-order")
+    st.page_link(position.file, label=f"See it on the {position.title} page", icon=position.icon)

@@ -20,7 +20,7 @@ from encoder.analysis import position
 from encoder.analysis.variants import variant
 from encoder.viz import attention
 from tests.app.test_app import APP, TIMEOUT, assert_clean, frame_of
-from ui import captions, settings
+from ui import captions, pages, settings
 
 SENTENCE = settings.DEFAULT_SENTENCE
 RELU = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "256", "num_layers": "2", "norm": "post",
@@ -160,8 +160,8 @@ def test_dropout_note():
 
 
 # ----------------------------------------------------------------------------------------------- every page
-PAGES = ["views/attention.py", "views/activations.py", "views/tokens.py", "views/compare.py", "views/position.py",
-         "views/step.py"]
+PAGES = [pages.page(path).file for path in ("heatmaps", "statistics", "wordpieces", "side-by-side", "word-order",
+                                              "walkthrough")]
 
 
 def texts(at: AppTest) -> str:
@@ -183,21 +183,21 @@ def test_every_page_says_only_what_holds_for_the_model(model):
     at.run()
     trace = frame_of(at).trace
     relu = trace.config.activation == "relu"
-    for page in [*PAGES, "views/dataflow.py", "views/stability.py", "views/quiz.py"]:
+    for page in [*PAGES, pages.page("diagram").file, pages.page("warmup").file, pages.page("check").file]:
         at.switch_page(page).run()
         assert_clean(at)
         said = texts(at)
-        assert ("ReLU sets every negative input" in said) == (relu and page == "views/activations.py"), page
+        assert ("ReLU sets every negative input" in said) == (relu and page == pages.page("statistics").file), page
         assert "near mean 0 / std 1" not in said and "sit near" not in said, page
-        if page in ("views/position.py",) and trace.config.positional != "none":
+        if page in (pages.page("word-order").file,) and trace.config.positional != "none":
             assert ("Nearby positions have more similar" in said) == (model != "custom-gelu"), (page, said)
-        if page == "views/compare.py":
+        if page == pages.page("side-by-side").file:
             assert ("never trained that way" in said) == (model == "pretrained"), said
         assert not any("dropout on" in s for s in subtitles(at)), page  # eval mode: nothing says dropout is on
 
 
 # Pages whose figures show this forward pass (dropout changes them) and pages that show weights or eval-mode checks.
-ACTIVATION_PAGES = ["views/attention.py", "views/activations.py", "views/compare.py", "views/step.py"]
+ACTIVATION_PAGES = [pages.page(path).file for path in ("heatmaps", "statistics", "side-by-side", "walkthrough")]
 
 
 @pytest.mark.parametrize("page", PAGES)
