@@ -1,8 +1,8 @@
 """Save every page of the app at projector, laptop and phone widths into artifacts/screenshots/ (git-ignored).
 
-    .venv-test/bin/python scripts/screenshots.py                 # pretrained model, every page, four sizes
-    .venv-test/bin/python scripts/screenshots.py --model custom  # a small custom Pre-LN GELU model instead
-    .venv-test/bin/python scripts/screenshots.py --pages heatmaps side-by-side --sizes 1280x720p
+    .venv-test/bin/python -m scripts.screenshots                 # pretrained model, every page, four sizes
+    .venv-test/bin/python -m scripts.screenshots --model custom  # a small custom Pre-LN GELU model instead
+    .venv-test/bin/python -m scripts.screenshots --pages heatmaps side-by-side --sizes 1280x720p
 
 Sizes: 1024x768 and 1280x720 in presentation mode (what a classroom projector shows: one viewport, the sidebar
 folded away), 1440x900 and 420x900 without it (full page). A size ending in "p" turns presentation mode on.
@@ -12,20 +12,17 @@ Starts its own `streamlit run app.py` on a free port and drives Debian's Chromiu
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 import time
 import urllib.parse
 from pathlib import Path
 
+from playwright.sync_api import sync_playwright
+
+from devkit.server import READY, launch, streamlit_server
+from ui import pages
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from tests.app.server import READY, launch, streamlit_server  # noqa: E402
-from ui import pages  # noqa: E402
-
 OUT = ROOT / "artifacts" / "screenshots"
 SIZES = ("1024x768p", "1280x720p", "1440x900", "420x900")
 MAIN = '[data-testid="stMain"]'

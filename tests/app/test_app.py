@@ -13,23 +13,20 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import ui
+from devkit.apptest import app_test
 from encoder import TAPS
 from ui import pages, settings
 from ui.caches import CACHE
 
 TIMEOUT = 120
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
-ROOT = Path(APP).parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = [entry.file for entry in pages.PAGES]  # every page script, from the registry the navigation is built from
 SMALL_POST = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2", "norm": "post"}
 SMALL_PRE = SMALL_POST | {"norm": "pre", "final_norm": "true", "activation": "gelu"}
 
 
 def start(params: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    return at.run()
+    return app_test(params, TIMEOUT).run()
 
 
 def frame_of(at: AppTest) -> ui.Frame:

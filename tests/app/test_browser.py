@@ -23,14 +23,14 @@ from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import encoder
+from devkit.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
+from devkit.server import READY, ROOT, ServerLog, streamlit_server
 from encoder import TAPS
 from encoder.config import EncoderConfig
 from encoder.tokenizer import encode
 from encoder.viz import style
 from encoder.viz.diagram import layer_diagram
 from encoder.viz.text import printable
-from tests.app.server import READY, ROOT, ServerLog, streamlit_server
-from tests.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
 from ui import pages, settings
 
 ARTIFACTS = ROOT / "artifacts"

@@ -16,10 +16,11 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import encoder
+from devkit.apptest import app_test
 from encoder.analysis import position
 from encoder.analysis.variants import variant
 from encoder.viz import attention
-from tests.app.test_app import APP, TIMEOUT, assert_clean, frame_of
+from tests.app.test_app import TIMEOUT, assert_clean, frame_of
 from ui import captions, pages, settings
 
 SENTENCE = settings.DEFAULT_SENTENCE
@@ -177,10 +178,7 @@ def subtitles(at: AppTest) -> list[str]:
 
 @pytest.mark.parametrize("model", list(MODELS))
 def test_every_page_says_only_what_holds_for_the_model(model):
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in MODELS[model].items():
-        at.query_params[key] = value
-    at.run()
+    at = app_test(MODELS[model], TIMEOUT).run()
     trace = frame_of(at).trace
     relu = trace.config.activation == "relu"
     for page in [*PAGES, pages.page("diagram").file, pages.page("warmup").file, pages.page("check").file]:
@@ -202,10 +200,7 @@ ACTIVATION_PAGES = [pages.page(path).file for path in ("heatmaps", "statistics",
 
 @pytest.mark.parametrize("page", PAGES)
 def test_training_mode_figures_say_dropout_is_on(page):
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in (RELU | {"train": "true"}).items():
-        at.query_params[key] = value
-    at.run()
+    at = app_test(RELU | {"train": "true"}, TIMEOUT).run()
     at.switch_page(page).run()
     assert_clean(at)
     subs = subtitles(at)
@@ -217,10 +212,7 @@ def test_training_mode_figures_say_dropout_is_on(page):
 
 
 def test_impossible_config_is_said_once_with_values_the_sliders_offer():
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in (RELU | {"d_model": "64", "num_heads": "3"}).items():
-        at.query_params[key] = value
-    at.run()
+    at = app_test(RELU | {"d_model": "64", "num_heads": "3"}, TIMEOUT).run()
     assert_clean(at)
     errors = [e.value.replace("\\", "") for e in at.error]
     assert len(errors) == 1 and "not divisible" in errors[0], errors

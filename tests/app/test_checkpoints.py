@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import encoder
+from devkit.hostile_inputs import HOSTILE
 from encoder import tokenizer
 from encoder.tokenizer import bundled_model_dir
-from tests.hostile_inputs import HOSTILE
 from ui import checkpoints
 
 FILES = ("config.json", "model.safetensors", "tokenizer.json")

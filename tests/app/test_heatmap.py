@@ -20,11 +20,12 @@ import pytest
 from PIL import Image
 from playwright.sync_api import Page
 
+from devkit.hostile_inputs import BY_ID, MARKUP_IDS
+from devkit.server import COUNT_RUNS
 from encoder import load_pretrained, run
 from encoder.viz import attention, export, style
 from tests.app import test_browser, test_headview
 from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, settle
-from tests.hostile_inputs import BY_ID, MARKUP_IDS
 from ui import headview
 
 app = test_browser.app  # the browser tests' server fixture; `browser` comes from conftest.py
@@ -61,18 +62,6 @@ HOVER_JS = f"""(cells) => {{
     return {{...read.dataset, text: read.textContent}};
   }});
 }}"""
-# Counts script runs and when each started, from now on.
-COUNT_RUNS = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  window.__runs = 0;
-  window.__runStarts = [];
-  let last = app.getAttribute('data-test-script-state');
-  new MutationObserver(() => {
-    const now = app.getAttribute('data-test-script-state');
-    if (now === 'running' && last !== 'running') { window.__runs += 1; window.__runStarts.push(performance.now()); }
-    last = now;
-  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-}"""
 CLICK_JS = f"""(sel) => {{ {HM}().querySelector(sel).click(); return performance.now(); }}"""
 
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import encoder
+from devkit.hostile_inputs import EMPTY_IDS, HOSTILE, IDS, TEXTS
 from encoder.viz import attention, diagram
 from tests.app.test_app import PAGES, assert_clean, clear_caches, frame_of, start
-from tests.hostile_inputs import EMPTY_IDS, HOSTILE, IDS, TEXTS
 from ui import settings
 
 SMALL = encoder.EncoderConfig(d_model=32, num_heads=4, d_ff=64, num_layers=2)

@@ -18,8 +18,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from devkit.server import READY, streamlit_server
 from encoder.viz.style import MIN_PRESENT_FONT
-from tests.app.server import READY, streamlit_server
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
 from ui import pages
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.app.server import READY, launch, streamlit_server
+from devkit.hostile_inputs import EMPTY_IDS, HOSTILE, IDS
+from devkit.server import READY, launch, streamlit_server
 from tests.app.test_app import SMALL_POST, SMALL_PRE, assert_clean, clear_caches, start
-from tests.hostile_inputs import EMPTY_IDS, HOSTILE, IDS
 from ui import pages, purpose
 from ui.state import STORE
 

@@ -17,8 +17,8 @@ from typing import Any
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from devkit.server import READY, ServerLog
 from encoder.viz.text import printable
-from tests.app.server import READY, ServerLog
 from ui import pages, quiz, settings
 from ui.purpose import ablate_label
 from ui.settings import SETTINGS
