@@ -42,6 +42,7 @@ def activations_view() -> None:
 
 
 def page() -> None:
+    """The NaN/Inf warning, the chosen layer and tap's figures, and every statistic as a table."""
     # Everything with tensors stays local: module globals outlive the run through the fragment above.
     fr, trace = ui.need_trace()
     stats = trace.stats()

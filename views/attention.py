@@ -6,8 +6,6 @@ import ui
 from encoder.viz import attention, export, purpose
 from ui import captions, headview, heatmap
 
-ui.need_trace()
-
 
 @ui.fragment
 def attention_view() -> None:
@@ -73,4 +71,10 @@ def attention_view() -> None:
                        file_name=f"{name}.json", mime="application/json", icon=":material/download:")
 
 
-attention_view()
+def page() -> None:
+    """The chosen view of the attention; without a trace the frame has said why and the page stops."""
+    ui.need_trace()
+    attention_view()
+
+
+page()

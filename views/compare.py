@@ -3,18 +3,17 @@
 import streamlit as st
 
 import ui
+from encoder import Trace
 from encoder.analysis import variants
 from encoder.viz import activations, attention, export
 from encoder.viz.teaching import token_attention
 from ui import captions
 
 LONG = 256  # tokens above which the difference map is drawn only on request (page payload <= 3 MB at 512)
-fr, trace = ui.need_trace()
-# On a projector the options name themselves: without the label the main figure is whole on screen at first load.
-mode = ui.widget("compare", label_visibility="collapsed" if fr.present else "visible")
 
 
-def placements() -> None:
+def placements(fr: ui.Frame, trace: Trace) -> None:
+    """The same weights as Post-LN and as Pre-LN: the attention pair, their difference, norms and outputs."""
     other = "pre" if trace.config.norm == "post" else "post"
     try:
         twin = ui.get_variant_trace(fr.model_key, fr.device, (("norm", other),), trace.text, trace.train)
@@ -65,7 +64,8 @@ def placements() -> None:
     st.dataframe(variants.output_summary({"Post-LN": post, "Pre-LN": pre}), hide_index=True, width="stretch")
 
 
-def sentences() -> None:
+def sentences(fr: ui.Frame, trace: Trace) -> None:
+    """One model on two sentences: one token's attention in each, and their difference when the lengths match."""
     # On a projector the second sentence folds into a popover in the row of Layer and Token, as the first one does in
     # the frame, so the first map is whole on screen at first load; its label holds no user text.
     if fr.present:
@@ -110,4 +110,12 @@ def sentences() -> None:
         st.caption("The sentences have different numbers of tokens, so there is no position-by-position difference.")
 
 
-(placements if mode == "norm" else sentences)()
+def page() -> None:
+    """The comparison the Compare setting chooses."""
+    fr, trace = ui.need_trace()
+    # On a projector the options name themselves: without the label the main figure is whole on screen at first load.
+    mode = ui.widget("compare", label_visibility="collapsed" if fr.present else "visible")
+    (placements if mode == "norm" else sentences)(fr, trace)
+
+
+page()

@@ -100,6 +100,7 @@ def word_order(fr: ui.Frame, text: str, pool: str) -> None:
 
 
 def page() -> None:
+    """The sentences' similarity map and ranking, their vectors, and the word-order check."""
     # Tensors stay in this function's locals: the page keeps nothing between runs.
     fr, trace = ui.need_trace()
     pool = sentence_controls(fr.present)

@@ -9,8 +9,6 @@ from encoder.viz import heads as inside
 from encoder.viz.text import printable
 from ui import headview
 
-ui.need_trace()
-
 
 @ui.fragment
 def inside_a_head() -> None:
@@ -51,4 +49,10 @@ def inside_a_head() -> None:
                "into d_model numbers per token. That row is the attn tap, which the residual connection adds next.")
 
 
-inside_a_head()
+def page() -> None:
+    """The head view and one query's walk through the head; without a trace the page stops."""
+    ui.need_trace()
+    inside_a_head()
+
+
+page()

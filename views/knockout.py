@@ -125,6 +125,7 @@ def attention_effect() -> None:
 
 
 def page() -> None:
+    """The knock-out picker and what it changes: each token's output, two sentences' similarity, attention."""
     # Tensors stay in this function's locals: the fragment and the callbacks keep nothing alive.
     fr, trace = ui.need_trace()
     knocks = choose_knockouts(trace.config)

@@ -2,11 +2,7 @@
 
 import streamlit as st
 
-import ui
 from ui import pages, quiz, state
-
-ui.frame()
-ss = st.session_state
 
 
 def answers() -> dict[str, int | None]:
@@ -21,22 +17,26 @@ def save(given: dict[str, int | None]) -> None:
 
 
 def answer(qid: str) -> None:
-    save(answers() | {qid: ss.get(f"w:quiz_{qid}")})
+    save(answers() | {qid: st.session_state.get(f"w:quiz_{qid}")})
 
 
-given = answers()
-answered = sum(a is not None for a in given.values())
-st.subheader(f"Score: {quiz.score(given)} / {len(quiz.QUESTIONS)}" + (f" ({answered} answered)" if answered else ""))
-for n, q in enumerate(quiz.QUESTIONS, start=1):
-    with st.container(border=True):
-        ss[f"w:quiz_{q.id}"] = given[q.id]  # re-created from the store, like every other widget
-        choice = st.radio(f"{n}. {q.prompt}", range(len(q.options)), format_func=lambda i, q=q: q.options[i],
-                          key=f"w:quiz_{q.id}", on_change=answer, args=(q.id,))
-        if choice is not None:
-            correct, feedback = quiz.check(q.id, choice)
-            (st.success if correct else st.error)(feedback)
-            shows = pages.page(q.page)
-            st.page_link(shows.file, label=f"See it on {shows.title}: {q.demo}", icon=":material/visibility:")
+def page() -> None:
+    """The score, every question with its feedback once answered, and a link to the page that shows the answer."""
+    given = answers()
+    answered = sum(a is not None for a in given.values())
+    st.subheader(f"Score: {quiz.score(given)} / {len(quiz.QUESTIONS)}" + (f" ({answered} answered)" if answered else ""))
+    for n, q in enumerate(quiz.QUESTIONS, start=1):
+        with st.container(border=True):
+            st.session_state[f"w:quiz_{q.id}"] = given[q.id]  # re-created from the store, like every other widget
+            choice = st.radio(f"{n}. {q.prompt}", range(len(q.options)), format_func=lambda i, q=q: q.options[i],
+                              key=f"w:quiz_{q.id}", on_change=answer, args=(q.id,))
+            if choice is not None:
+                correct, feedback = quiz.check(q.id, choice)
+                (st.success if correct else st.error)(feedback)
+                shows = pages.page(q.page)
+                st.page_link(shows.file, label=f"See it on {shows.title}: {q.demo}", icon=":material/visibility:")
+    if answered:
+        st.button("Start again", icon=":material/restart_alt:", on_click=state.put, args=("quiz", ""))
 
-if answered:
-    st.button("Start again", icon=":material/restart_alt:", on_click=state.put, args=("quiz", ""))
+
+page()

@@ -61,6 +61,7 @@ def trajectories_view() -> None:
 
 
 def page() -> None:
+    """Every token's path through the layers in one PCA; without a trace the page stops."""
     ui.need_trace()
     trajectories_view()
 
