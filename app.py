@@ -1,4 +1,4 @@
-"""Encoder Explorer: the frame. Settings store -> sidebar -> EncoderConfig -> cached model and trace -> st.navigation."""
+"""Encoder Explorer: the frame. Settings store -> sidebar -> EncoderConfig -> cached model and trace -> the page."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from ui.settings import CUSTOM, PRETRAINED  # noqa: E402
 
 st.set_page_config(page_title="Encoder Explorer", page_icon="🔎", layout="wide")
 
-# The page files live in views/, not pages/: a folder named pages/ next to app.py makes Streamlit treat the first
-# run after a server start as a legacy multipage app, so the first deep link (e.g. /diagram) showed "Page not
-# found" and a link named after a file ran that page without this frame. Checked in tests/app/test_browser.py.
-nav = st.navigation(pages.navigation())  # the page registry: ui/pages.py
+# The pages are listed in ui/pages.py; each script is pages/<its URL path>.py. Named so, a server's very first
+# request, which Streamlit routes by file name before this line has run, finds its page; the script then reruns the
+# request through this frame (ui/pages.py says why; tests/app/test_deep_links.py opens every page that way).
+nav = pages.navigate()
 
 # The store exists before any widget is drawn; the URL follows it from the first line of every run.
 url_problems = state.init(ui.check_url_values)
@@ -116,5 +116,5 @@ def rerun_after_reconnect() -> None:
 
 
 rerun_after_reconnect()
-ui.guard(nav.run)
+ui.guard(lambda: pages.run(nav))
 state.sync_url()

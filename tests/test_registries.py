@@ -54,6 +54,16 @@ def test_one_device_list():
     assert str(encoder.pick_device()) == encoder.available_devices()[0]
 
 
+def test_page_files_are_named_after_their_url_paths():
+    """A server's first request is routed by the file names in pages/ before the navigation exists (ui/pages.py): a
+    URL path that is no file stem gets "Page not found" there, so every page's script is pages/<URL path>.py and the
+    folder holds nothing else."""
+    stems = {p.stem for p in (ROOT / pages.FOLDER).glob("*.py")}
+    assert stems == set(pages.BY_PATH), "pages/ and ui/pages.PAGES must name the same pages"
+    for entry in pages.PAGES:
+        assert Path(entry.file) == Path(pages.FOLDER) / f"{entry.path}.py" and (ROOT / entry.file).is_file(), entry
+
+
 def test_one_page_registry():
     paths = [entry.path for entry in pages.PAGES]
     assert len(set(paths)) == len(paths) and len({entry.title for entry in pages.PAGES}) == len(paths)

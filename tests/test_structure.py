@@ -1,8 +1,8 @@
 """The shape of the codebase, checked: every page script has the one skeleton of the README.
 
 A page script is a docstring, imports, constants (UPPER_CASE names), functions, a `page()` function that draws the
-page, and, last, the one statement that runs it. Nothing else runs at import: module globals outlive the run
-through fragments and callbacks, so a page keeps its tensors in function locals.
+page, and, last, `pages.show(page)`, which runs it inside the frame (ui/pages.py). Nothing else runs at import:
+module globals outlive the run through fragments and callbacks, so a page keeps its tensors in function locals.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from ui import pages
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN_PAGE = "page()"  # the last statement of every page script
+RUN_PAGE = "pages.show(page)"  # the last statement of every page script: ui.pages.show draws it in the frame
 
 
 def constant(node: ast.stmt) -> bool:

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import streamlit as st
 import torch
+from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import app_test as streamlit_app_test
 
 import ui
 from devkit.apptest import app_test
@@ -71,6 +73,28 @@ def test_pages_are_all_registered():
     assert len(folder) == 1, folder
     scripts = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / folder.pop()).glob("*.py"))
     assert len(PAGES) >= 9 and scripts == sorted(PAGES), (scripts, PAGES)
+
+
+def test_apptest_routes_pages_as_the_live_server():
+    """devkit.apptest turns Streamlit's legacy pages/ router off after AppTest resets it, as a live server's first
+    st.navigation does: a switch to a page whose hash is a file stem still runs inside app.py."""
+    at = start(SMALL_POST)
+    at.switch_page(pages.page("diagram").file).run()
+    assert PagesManager.uses_pages_directory is False
+    assert_clean(at)
+    assert at.radio(key="w:model").value == settings.CUSTOM and "norm1" in graphviz_source(at)
+
+
+def test_a_page_script_run_alone_reruns_through_the_frame(monkeypatch):
+    """A live server's first request for /diagram runs pages/diagram.py alone (Streamlit's legacy router, which
+    AppTest without devkit's harness turns on before every run); ui.pages.show reruns it through app.py."""
+    monkeypatch.setattr(streamlit_app_test, "PagesManager", PagesManager)  # Streamlit's own: the legacy router is on
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for key, value in SMALL_POST.items():
+        at.query_params[key] = value
+    at.switch_page(pages.page("diagram").file).run()  # before a first run AppTest names the page by its file stem
+    assert_clean(at)
+    assert at.radio(key="w:model").value == settings.CUSTOM and "norm1" in graphviz_source(at)
 
 
 def test_opens_on_pretrained_model_with_a_sentence():

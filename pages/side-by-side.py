@@ -7,7 +7,7 @@ from encoder import Trace
 from encoder.analysis import variants
 from encoder.viz import activations, attention, export
 from encoder.viz.teaching import token_attention
-from ui import captions
+from ui import captions, pages
 
 LONG = 256  # tokens above which the difference map is drawn only on request (page payload <= 3 MB at 512)
 
@@ -118,4 +118,4 @@ def page() -> None:
     (placements if mode == "norm" else sentences)(fr, trace)
 
 
-page()
+pages.show(page)

@@ -8,7 +8,7 @@ from encoder.analysis import embeddings
 from encoder.viz import export
 from encoder.viz import purpose as fig
 from encoder.viz.text import label, printable
-from ui import purpose
+from ui import pages, purpose
 
 FOLLOW_KEY = "ms:follow"  # the multiselect's own key; the setting lives in the store as "follow"
 
@@ -66,4 +66,4 @@ def page() -> None:
     trajectories_view()
 
 
-page()
+pages.show(page)

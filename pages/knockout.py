@@ -6,7 +6,7 @@ import torch
 import ui
 from encoder.viz import attention, export
 from encoder.viz import purpose as fig
-from ui import purpose
+from ui import pages, purpose
 
 ABLATE_KEY = "ms:ablate"  # the multiselect's own key; the setting lives in the store as "ablate"
 NOTHING = "Nothing is knocked out yet, so everything below matches the intact model. Choose heads above."
@@ -139,4 +139,4 @@ def page() -> None:
     attention_effect()
 
 
-page()
+pages.show(page)

@@ -4,7 +4,7 @@ import streamlit as st
 
 import ui
 from encoder.viz import activations, export
-from ui import captions
+from ui import captions, pages
 
 NUMBERS = ("mean", "std", "min", "max", "rms", "zero_frac")
 
@@ -60,4 +60,4 @@ def page() -> None:
                        mime="text/csv", icon=":material/download:")
 
 
-page()
+pages.show(page)

@@ -7,7 +7,7 @@ import ui
 from encoder.viz import export
 from encoder.viz import heads as inside
 from encoder.viz.text import printable
-from ui import headview
+from ui import headview, pages
 
 
 @ui.fragment
@@ -55,4 +55,4 @@ def page() -> None:
     inside_a_head()
 
 
-page()
+pages.show(page)

@@ -4,7 +4,7 @@ import streamlit as st
 
 import ui
 from encoder.viz import attention, export, purpose
-from ui import captions, headview, heatmap
+from ui import captions, headview, heatmap, pages
 
 
 @ui.fragment
@@ -77,4 +77,4 @@ def page() -> None:
     attention_view()
 
 
-page()
+pages.show(page)

@@ -7,7 +7,7 @@ import ui
 from encoder.analysis import position
 from encoder.viz import activations, export, similarity
 from encoder.viz.teaching import grad_norm_chart
-from ui import captions
+from ui import captions, pages
 
 
 def page() -> None:
@@ -62,4 +62,4 @@ def page() -> None:
     ui.caption(captions.shuffle_caption({name: r.attn_diff for name, r in runs.items()}))
 
 
-page()
+pages.show(page)

@@ -6,6 +6,7 @@ import ui
 from encoder.analysis import cost
 from encoder.config import EncoderConfig
 from encoder.viz import diagram, export, style
+from ui import pages
 
 # On a projector the diagram starts right below the title (its controls are in the right-hand column): at
 # 1280x720 and 1024x768 it may be this tall and still end on screen (tests/app/test_projector_diagram.py).
@@ -85,4 +86,4 @@ def page() -> None:
         cost_of(cfg, trace.seq_len if trace is not None else 128)
 
 
-page()
+pages.show(page)

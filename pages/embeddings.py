@@ -165,4 +165,4 @@ def page() -> None:
     word_order(fr, values["text"], pool)
 
 
-page()
+pages.show(page)

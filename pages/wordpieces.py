@@ -40,4 +40,4 @@ def page() -> None:
         st.page_link(position.file, label=f"See it on the {position.title} page", icon=position.icon)
 
 
-page()
+pages.show(page)

@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from encoder.viz import activations, diagram, export, style
+from ui import pages
 from ui.steps import layer_steps
 
 
@@ -54,4 +55,4 @@ def page() -> None:
         ui.caption("One row per token, one column per feature. Blue is negative, red positive; the scale is symmetric.")
 
 
-page()
+pages.show(page)

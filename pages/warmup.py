@@ -7,6 +7,7 @@ import ui
 from encoder.analysis import stability
 from encoder.viz import attention, export
 from encoder.viz.teaching import grad_norm_chart, training_curves
+from ui import pages
 from ui.caches import CACHE
 
 
@@ -105,4 +106,4 @@ def page() -> None:
     training(fr)
 
 
-page()
+pages.show(page)

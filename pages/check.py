@@ -39,4 +39,4 @@ def page() -> None:
         st.button("Start again", icon=":material/restart_alt:", on_click=state.put, args=("quiz", ""))
 
 
-page()
+pages.show(page)
