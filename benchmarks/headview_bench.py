@@ -41,7 +41,7 @@ from devkit.server import (
     wait_ready,
 )
 from encoder import load_pretrained, run
-from ui import headview
+from ui import headview, pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +113,7 @@ BIG = {"model": "custom", "d_model": "64", "num_heads": "16", "d_ff": "128", "nu
 
 def open_view(page, url: str, text: str, params: dict | None = None) -> float:
     t0 = time.perf_counter()
-    page.goto(f"{url}/inside-a-head?" + urllib.parse.urlencode({"text": text} | (params or {})))
+    page.goto(f"{url}{pages.page('inside-a-head').url}?" + urllib.parse.urlencode({"text": text} | (params or {})))
     wait_ready(page, TIMEOUT_MS)
     page.wait_for_function(f"() => !!{HV}?.dataset.draws", timeout=TIMEOUT_MS)
     return time.perf_counter() - t0

@@ -24,6 +24,7 @@ from ui import pages
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "artifacts" / "screenshots"
+DEFAULT_PATH = next(entry.path for entry in pages.PAGES if entry.default)  # served at "/"
 SIZES = ("1024x768p", "1280x720p", "1440x900", "420x900")
 MAIN = '[data-testid="stMain"]'
 FIGURE = '[data-testid="stMain"] :is([data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"])'  # first one
@@ -58,7 +59,7 @@ def shoot(browser, url: str, path: str, size: str, params: dict[str, str], timeo
         page.goto(f"{url}/{path}?{urllib.parse.urlencode(query)}")
         page.evaluate("window.__settledSince = undefined")
         page.wait_for_function(SETTLED_JS, arg=[READY, 800], timeout=timeout_ms, polling=200)
-        name = f"{path or 'heatmaps'}_{width}x{height}{'_present' if present else ''}.png"
+        name = f"{path or DEFAULT_PATH}_{width}x{height}{'_present' if present else ''}.png"
         target = OUT / name
         if present:  # what the projector shows: before scrolling, and with the main figure scrolled to the top
             page.screenshot(path=str(target.with_name(target.stem + "_top.png")))
@@ -85,9 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--text", help="the sentence (default: the app's)")
     args = parser.parse_args(argv)
     params = dict(MODELS[args.model]) | ({"text": args.text} if args.text else {})
-    default = next(entry.path for entry in pages.PAGES if entry.default)  # served at "/"
     paths = ([entry.url.lstrip("/") for entry in pages.PAGES] if not args.pages
-             else ["" if p in ("", "/", default) else p for p in args.pages])
+             else ["" if p in ("", "/", DEFAULT_PATH) else p for p in args.pages])
     OUT.mkdir(parents=True, exist_ok=True)
     env = {"STREAMLIT_LOGGER_ENABLE_RICH": "false", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
     with streamlit_server(env=env) as (url, proc), sync_playwright() as pw:
