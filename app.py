@@ -17,11 +17,10 @@ from encoder.viz.text import printable  # noqa: E402
 from ui import pages, settings, state  # noqa: E402
 from ui.settings import CUSTOM, PRETRAINED  # noqa: E402
 
-st.set_page_config(page_title="Encoder Explorer", page_icon="🔎", layout="wide")
-
-# The pages are listed in ui/pages.py; each script is pages/<its URL path>.py. Named so, a server's very first
-# request, which Streamlit routes by file name before this line has run, finds its page; the script then reruns the
-# request through this frame (ui/pages.py says why; tests/app/test_deep_links.py opens every page that way).
+# The tab's title and icon, and the navigation over the pages of ui/pages.py. Each script is pages/<its URL path>.py:
+# named so, a server's very first request, which Streamlit routes by file name before this line has run, finds its
+# page; the script then reruns the request through this frame (ui/pages.py says why; tests/app/test_deep_links.py
+# opens every page that way).
 nav = pages.navigate()
 
 # The store exists before any widget is drawn; the URL follows it from the first line of every run.

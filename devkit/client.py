@@ -63,9 +63,10 @@ def require_loopback(base_url: str) -> None:
         raise ValueError(f"load runs go to loopback addresses only, not {host!r}")
 
 
-
 @dataclass
 class Widget:
+    """A widget the server drew that a student can change: its element id, kind, fragment and range or options."""
+
     id: str
     kind: str  # slider, selectbox, text_area, ...
     fragment_id: str
@@ -74,10 +75,8 @@ class Widget:
     hi: float = 0
 
 
-
 class Disconnected(Exception):
     """The server closed the connection (a replica died, or nginx dropped us)."""
-
 
 
 class Student:

@@ -22,6 +22,7 @@ import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
 FOLDER = "pages"  # beside app.py
+APP_TITLE, APP_ICON = "Encoder Explorer", "🔎"  # the browser tab's
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,11 @@ def navigation() -> dict[str, list[StreamlitPage]]:
 
 
 def navigate() -> StreamlitPage:
-    """The frame's st.navigation over PAGES, shown in the sidebar; the page it chose is run with run()."""
+    """The tab's title and icon, the wide layout, and st.navigation over PAGES in the sidebar: the first thing a run
+    sends. The page it chose is run with run()."""
+    # Before the navigation: in a run that sets no icon of its own the browser shows the page's Material icon as the
+    # tab's icon, fetched from fonts.gstatic.com, and nothing may leave the machine.
+    st.set_page_config(page_title=APP_TITLE, page_icon=APP_ICON, layout="wide")
     if st.get_option("client.showSidebarNavigation") is False:  # off only for the legacy router (module docstring)
         st.set_option("client.showSidebarNavigation", True)
     return st.navigation(navigation())

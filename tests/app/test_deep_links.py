@@ -3,18 +3,33 @@
 A server's first script run is routed by Streamlit's legacy router, by the file names in pages/, before app.py has
 built the navigation (ui/pages.py). For every page, and for /heatmaps (the default page's own path), a fresh server
 gets that page's link first, in Chromium: the right page draws inside the frame, its settings come from the URL, no
-"Page not found" appears, and the sidebar never lists anything but the pages' titles, not even for a moment. One
-browser for the module (conftest.py); the server is restarted between pages.
+"Page not found" appears, nothing is fetched from outside the machine, and the sidebar never lists anything but the
+pages' titles, not even for a moment. One browser for the module (conftest.py); the server is restarted between
+pages.
 """
 
 from __future__ import annotations
+
+import urllib.parse
 
 import pytest
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from devkit.client import LOOPBACK
 from devkit.server import streamlit_server
-from tests.app.test_browser import CONTENT, EXCEPTION, LOAD_MS, SERVER_ENV, SMALL, App, ServerLog, assert_clean, describe
+from tests.app.test_browser import (
+    CONTENT,
+    EXCEPTION,
+    LOAD_MS,
+    SERVER_ENV,
+    SMALL,
+    App,
+    ServerLog,
+    assert_clean,
+    describe,
+    new_page,
+)
 from ui import pages, settings
 
 # From before the first byte of the page: every label the sidebar's navigation ever shows, and whether the text
@@ -37,13 +52,17 @@ LINKS = [(entry.url, entry) for entry in pages.PAGES] + [(f"/{e.path}", e) for e
 def first_visit(browser):
     """A fresh server and a fresh tab whose first request will be the link the test opens."""
     with streamlit_server(env=SERVER_ENV) as (url, proc):
-        context = browser.new_context(viewport={"width": 1440, "height": 1300})
-        page = context.new_page()
-        page.dialogs = []
-        page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+        page = new_page(browser)
         page.add_init_script(WATCH_JS)
+        page.outside = []  # every request that leaves this machine
+        page.on("request", lambda r: None if local(r.url) else page.outside.append(r.url))
         yield page, App(url, ServerLog(proc.stdout))
-        context.close()
+        page.context.close()
+
+
+def local(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme in ("blob", "data", "about") or parts.hostname in LOOPBACK
 
 
 def settled(page: Page, app: App, content: str, count: int, timeout: float = LOAD_MS) -> None:
@@ -69,6 +88,7 @@ def test_a_saved_link_is_the_first_request_of_a_fresh_server(first_visit, link, 
     content, count = CONTENT[entry.path]
     settled(page, app, content, count, 2 * LOAD_MS if entry.path == "warmup" else LOAD_MS)  # it computes on open
     assert_clean(page, app)
+    assert not page.outside, f"requests left the machine: {page.outside}"
     assert not page.evaluate("window.__notFound"), f"'Page not found' appeared on {link}: {describe(page, app)}"
     assert page.locator('[data-testid="stMain"] h1').inner_text() == "Encoder Explorer", "the frame was not drawn"
     assert page.url.startswith(app.link(link)) and all(f"{k}={v}" in page.url for k, v in PARAMS.items()), page.url
