@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import datetime
-import os
 
-# Before torch is imported: idle OpenMP threads sleep instead of spinning, so sessions sharing 2 cores don't stall
-# each other (benchmarks/RESULTS-app.md: a 128-token forward on busy cores went from 1457 ms to 87 ms).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import streamlit as st
 
-import streamlit as st  # noqa: E402
-
-import ui  # noqa: E402
-from encoder.tokenizer import INSTALL_HINT  # noqa: E402
-from encoder.viz.text import printable  # noqa: E402
-from ui import pages, settings, state  # noqa: E402
-from ui.settings import CUSTOM, PRETRAINED  # noqa: E402
+import ui  # first of the app's own imports: it sets OpenMP's wait policy before torch is loaded
+from encoder.tokenizer import INSTALL_HINT
+from encoder.viz.text import printable
+from ui import pages, settings, state
+from ui.settings import CUSTOM, PRETRAINED
 
 # The tab's title and icon, and the navigation over the pages of ui/pages.py. Each script is pages/<its URL path>.py:
 # named so, a server's very first request, which Streamlit routes by file name before this line has run, finds its

@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as app.py sets it, before torch is imported
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as ui/__init__.py sets it, before torch is imported
 
 from benchmarks.machine import cpu_name  # noqa: E402
 from devkit.apptest import app_test  # noqa: E402

@@ -6,6 +6,13 @@ ui/state.py's store; tensors live only in ui/caches.py's byte-bounded cache. A s
 
 from __future__ import annotations
 
+import os
+
+# Before torch is imported, by app.py or by a page script that a server's first request runs alone (ui/pages.py):
+# idle OpenMP threads sleep instead of spinning, so sessions sharing 2 cores don't stall each other
+# (benchmarks/RESULTS-app.md: a 128-token forward on busy cores went from 1457 ms to 87 ms).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import dataclasses
 import functools
 import gc
