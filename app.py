@@ -1,49 +1,22 @@
-"""Encoder Explorer: the frame. Settings store -> sidebar -> EncoderConfig -> cached model and trace -> st.navigation."""
+"""Encoder Explorer: the frame. Settings store -> sidebar -> EncoderConfig -> cached model and trace -> the page."""
 
 from __future__ import annotations
 
 import datetime
-import os
 
-# Before torch is imported: idle OpenMP threads sleep instead of spinning, so sessions sharing 2 cores don't stall
-# each other (benchmarks/RESULTS-app.md: a 128-token forward on busy cores went from 1457 ms to 87 ms).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import streamlit as st
 
-import streamlit as st  # noqa: E402
+import ui  # first of the app's own imports: it sets OpenMP's wait policy before torch is loaded
+from encoder.tokenizer import INSTALL_HINT
+from encoder.viz.text import printable
+from ui import pages, settings, state
+from ui.settings import CUSTOM, PRETRAINED
 
-import ui  # noqa: E402
-from encoder.tokenizer import INSTALL_HINT  # noqa: E402
-from encoder.viz.diagram import printable  # noqa: E402
-from ui import settings, state  # noqa: E402
-from ui.settings import CUSTOM, PRETRAINED  # noqa: E402
-
-st.set_page_config(page_title="Encoder Explorer", page_icon="🔎", layout="wide")
-
-# The page files live in views/, not pages/: a folder named pages/ next to app.py makes Streamlit treat the first
-# run after a server start as a legacy multipage app, so the first deep link (e.g. /diagram) showed "Page not
-# found" and a link named after a file ran that page without this frame. Checked in tests/app/test_browser.py.
-PAGES = {
-    "Explore": [
-        st.Page("views/attention.py", title="Attention", icon=":material/grid_on:", url_path="heatmaps", default=True),
-        st.Page("views/heads.py", title="Inside a head", icon=":material/hub:", url_path="inside-a-head"),
-        st.Page("views/activations.py", title="Activations", icon=":material/monitoring:", url_path="statistics"),
-        st.Page("views/dataflow.py", title="Data flow", icon=":material/account_tree:", url_path="diagram"),
-        st.Page("views/tokens.py", title="Tokens & embeddings", icon=":material/token:", url_path="wordpieces"),
-    ],
-    "Teach": [
-        st.Page("views/compare.py", title="Compare", icon=":material/compare:", url_path="side-by-side"),
-        st.Page("views/step.py", title="Step through a layer", icon=":material/footprint:", url_path="walkthrough"),
-        st.Page("views/stability.py", title="Training stability", icon=":material/show_chart:", url_path="warmup"),
-        st.Page("views/position.py", title="Position", icon=":material/shuffle:", url_path="word-order"),
-        st.Page("views/quiz.py", title="Quiz", icon=":material/quiz:", url_path="check"),
-    ],
-    "Use": [
-        st.Page("views/embeddings.py", title="Sentence embeddings", icon=":material/scatter_plot:", url_path="embeddings"),
-        st.Page("views/trajectories.py", title="Token trajectories", icon=":material/timeline:", url_path="trajectories"),
-        st.Page("views/knockout.py", title="Knock out heads", icon=":material/block:", url_path="knockout"),
-    ],
-}
-nav = st.navigation(PAGES)
+# The tab's title and icon, and the navigation over the pages of ui/pages.py. Each script is pages/<its URL path>.py:
+# named so, a server's very first request, which Streamlit routes by file name before this line has run, finds its
+# page; the script then reruns the request through this frame (ui/pages.py says why; tests/app/test_deep_links.py
+# opens every page that way).
+nav = pages.navigate()
 
 # The store exists before any widget is drawn; the URL follows it from the first line of every run.
 url_problems = state.init(ui.check_url_values)
@@ -137,5 +110,5 @@ def rerun_after_reconnect() -> None:
 
 
 rerun_after_reconnect()
-ui.guard(nav.run)
+ui.guard(lambda: pages.run(nav))
 state.sync_url()

@@ -1,6 +1,6 @@
 """Server-side cost of the explorer's reruns, measured with Streamlit's AppTest, and the Attention page's payload.
 
-Run from the repo root: `python benchmarks/app_bench.py` (about 4 minutes on 2 cores; `--reps 3` is quicker).
+Run from the repo root: `python -m benchmarks.app_bench` (about 4 minutes on 2 cores; `--reps 3` is quicker).
 Prints tables, then one JSON line with every figure and the machine it ran on.
 
 For each case (pretrained all-MiniLM-L6-v2 at 12, 128 and 512 tokens; a custom 12-layer x 16-head d_model 1024,
@@ -36,26 +36,21 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import plotly.io
+import plotly.tools
+import streamlit as st
+import torch
+from streamlit.testing.v1 import AppTest
 
-import plotly.io  # noqa: E402
-import plotly.tools  # noqa: E402
-import streamlit as st  # noqa: E402
-import torch  # noqa: E402
-from streamlit.testing.v1 import AppTest  # noqa: E402
+import encoder
+from benchmarks.machine import cpu_name
+from devkit.apptest import app_test
+from encoder.tokenizer import encode
+from encoder.viz import attention
 
-import encoder  # noqa: E402
-from benchmarks.machine import cpu_name  # noqa: E402
-from encoder.tokenizer import encode  # noqa: E402
-from encoder.viz import figures  # noqa: E402
-
-APP = str(ROOT / "app.py")
 TIMEOUT = 300
 CUSTOM_1024 = {"model": "custom", "d_model": "1024", "num_heads": "16", "d_ff": "4096", "num_layers": "12"}
 CUSTOM_144 = {"model": "custom", "d_model": "768", "num_heads": "12", "d_ff": "3072", "num_layers": "12"}
@@ -172,21 +167,22 @@ def timed(fn: Callable[[], object], reps: int) -> tuple[float, object]:
 def fragment_costs(trace: encoder.Trace, layer: int, head: int, reps: int) -> dict:
     """The Attention fragment's own work, timed outside Streamlit (medians, ms)."""
     out = {}
-    t, fig = timed(lambda: figures.attention_heatmap(trace, layer, head), reps)
+    t, fig = timed(lambda: attention.attention_heatmap(trace, layer, head), reps)
     out["head_build"] = ms(t)
     t, fig_dict = timed(lambda: plotly.tools.return_figure_from_figure_or_data(fig, True), reps)
     out["head_to_dict"] = ms(t)
     t, spec = timed(lambda: plotly.io.to_json(fig_dict, validate=False), reps)
     out["head_to_json"] = ms(t)
     out["head_spec_bytes"] = len(spec)
-    t, csv = timed(lambda: figures.attention_table(trace, layer, head).to_csv(index=False), reps)
+    t, csv = timed(lambda: attention.attention_table(trace, layer, head).to_csv(index=False), reps)
     out["head_csv"] = ms(t)
     out["csv_bytes"] = len(csv)
-    t, js = timed(lambda: figures.attention_json(trace, layer, head), reps)
+    t, js = timed(lambda: attention.attention_json(trace, layer, head), reps)
     out["head_json_download"] = ms(t)
     out["json_download_bytes"] = len(js)
     out["head_chart_only"] = round(out["head_build"] + out["head_to_dict"] + out["head_to_json"], 1)  # per rerun
-    for view, build in (("layer", lambda: figures.attention_grid(trace, layer)), ("model", lambda: figures.model_view(trace))):
+    builds = (("layer", lambda: attention.attention_grid(trace, layer)), ("model", lambda: attention.model_view(trace)))
+    for view, build in builds:
         small = max(1, reps // 2)
         t_build, fig = timed(build, small)
         t_json, _ = timed(lambda f=fig: plotly.io.to_json(plotly.tools.return_figure_from_figure_or_data(f, True),
@@ -199,9 +195,7 @@ def open_cold(params: dict, n_tokens: int) -> tuple[AppTest, float, int]:
     """The app opened on `params` and an n_tokens sentence with empty caches: (app, seconds, forward passes)."""
     st.cache_resource.clear()
     gc.collect()
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in (params | {"text": sentence(n_tokens)}).items():
-        at.query_params[key] = value
+    at = app_test(params | {"text": sentence(n_tokens)}, TIMEOUT)
     cold, fwd = run(at)
     return at, cold, fwd
 
@@ -244,7 +238,7 @@ def bench_case(name: str, params: dict, n_tokens: int, reps: int) -> dict:
     row["fragment"] = fragment_costs(trace, layer, head, reps)
 
     # (c) a new config whose model is cached: the forward pass runs, the model is not rebuilt.
-    import ui  # the same module the app imported (the repo root is on sys.path)
+    import ui  # the same module the app imported (python -m puts the repo root on sys.path)
 
     if params.get("model") == "custom":
         key, values = "seed", [0, 1]
@@ -285,7 +279,7 @@ def main() -> None:
     _count_forwards()
 
     # Warm the interpreter (imports of torch, plotly, pages), so "cold" below means empty caches, not imports.
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at = app_test(timeout=TIMEOUT)
     t0 = time.perf_counter()
     at.run()
     first_run = time.perf_counter() - t0

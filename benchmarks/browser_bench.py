@@ -1,6 +1,6 @@
 """End to end in a real browser: `streamlit run app.py` driven by Playwright in Debian's Chromium.
 
-Run from the repo root: `python benchmarks/browser_bench.py` (about 4 minutes on 2 cores; `--runs 3` is quicker).
+Run from the repo root: `python -m benchmarks.browser_bench` (about 4 minutes on 2 cores; `--runs 3` is quicker).
 Needs /usr/bin/chromium (or $CHROMIUM). Prints tables, then one JSON line with every figure and the machine.
 
 `--quick` times only head and layer changes at 512 tokens (issue 15: <= 200 ms); `--baseline DIR` (with --quick)
@@ -37,19 +37,17 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 import urllib.parse
 from pathlib import Path
 
+from playwright.sync_api import sync_playwright
+
+from benchmarks.machine import cpu_name
+from devkit import server as _server
+from devkit.server import launch, streamlit_server, wait_ready
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from benchmarks.machine import cpu_name  # noqa: E402
-from tests.app import server as _server  # noqa: E402
-from tests.app.server import launch, streamlit_server, wait_ready  # noqa: E402
 
 VIEWPORT = {"width": 1400, "height": 1000}
 TOKENS = (12, 128, 512)

@@ -1,4 +1,4 @@
-"""Capacity curve: simulated students (benchmarks/loadgen.py) against 1 and 2 replicas behind nginx.
+"""Capacity curve: simulated students (devkit/loadgen.py) against 1 and 2 replicas behind nginx.
 
 For each replica count and class size, a fresh deployment (warmed) takes `--seconds` of students who open a link
 and then change sentence, layer, head and page with 2-5 s think times. A deployment is bare replicas
@@ -6,9 +6,9 @@ and then change sentence, layer, head and page with 2-5 s think times. A deploym
 both setups, each point runs them one after the other. Prints one row per point and one JSON line per point plus
 the machine; writes nothing else. Loopback only; every run stops by itself.
 
-    .venv-test/bin/python benchmarks/capacity.py                       # 1 and 2 replicas x 10, 20, 40, 80
-    .venv-test/bin/python benchmarks/capacity.py --replicas 2 --students 40 --seconds 30
-    .venv-test/bin/python benchmarks/capacity.py --replicas 2 --students 40 80 --setups bare containers --repeat 2
+    .venv-test/bin/python -m benchmarks.capacity                       # 1 and 2 replicas x 10, 20, 40, 80
+    .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 40 --seconds 30
+    .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 40 80 --setups bare containers --repeat 2
 """
 
 from __future__ import annotations
@@ -19,19 +19,16 @@ import datetime as dt
 import json
 import os
 import resource
-import sys
 import threading
 import time
 from pathlib import Path
 
+from benchmarks.machine import cpu_name
+from deploy.cluster import Deployment, deployment
+from deploy.container import containers_behind_nginx
+from devkit.loadgen import run_load
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.loadgen import run_load  # noqa: E402
-from benchmarks.machine import cpu_name  # noqa: E402
-from deploy.cluster import Deployment, deployment  # noqa: E402
-from deploy.container import containers_behind_nginx  # noqa: E402
-
 SETUPS = {"bare": deployment, "containers": containers_behind_nginx}
 
 

@@ -1,6 +1,6 @@
 """Traced forward (`encoder.run`) vs `torch.nn.TransformerEncoder`, and the share of this machine's fp32 GEMM peak.
 
-Run from the repo root: `python benchmarks/encoder_bench.py [--threads N]` (about 2 minutes on 2 cores).
+Run from the repo root: `python -m benchmarks.encoder_bench [--threads N]` (about 2 minutes on 2 cores).
 Prints a table, then one JSON line with every figure and the machine it ran on.
 
 Both sides get the same weights and the same sequence length (batch of one). Ours is timed end to end as the
@@ -15,18 +15,14 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import encoder  # noqa: E402
-from benchmarks.machine import cpu_name, threads_and_clock  # noqa: E402
-from encoder.tokenizer import encode  # noqa: E402
+import encoder
+from benchmarks.machine import cpu_name, threads_and_clock
+from encoder.tokenizer import encode
 
 SEQS = (16, 128, 512)
 TEXT = (

@@ -1,6 +1,6 @@
 """The head view (issue 12) in Chromium: hover and head/layer switches drawn in the browser, payload size, 512 tokens.
 
-Run from the repo root: `python benchmarks/headview_bench.py` (about 2 minutes on 2 cores). Needs /usr/bin/chromium.
+Run from the repo root: `python -m benchmarks.headview_bench` (about 2 minutes on 2 cores). Needs /usr/bin/chromium.
 Prints a table, then one JSON line with every figure and the machine.
 
 Measured on the "Inside a head" page with the pretrained model (6 layers × 12 heads):
@@ -26,22 +26,24 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 import urllib.parse
 from pathlib import Path
 
+from playwright.sync_api import sync_playwright
+
+from benchmarks.machine import cpu_name
+from devkit.hostile_inputs import LONG_PARAGRAPH
+from devkit.server import (
+    COUNT_RUNS,  # counts script runs from now on
+    launch,
+    streamlit_server,
+    wait_ready,
+)
+from encoder import load_pretrained, run
+from ui import pages, payload
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from benchmarks.machine import cpu_name  # noqa: E402
-from encoder import load_pretrained, run  # noqa: E402
-from tests.app.server import launch, streamlit_server, wait_ready  # noqa: E402
-from tests.app.test_headview import COUNT_RUNS  # noqa: E402  (counts script runs from now on)
-from tests.hostile_inputs import LONG_PARAGRAPH  # noqa: E402
-from ui import payload  # noqa: E402
 
 TARGETS_MS = {"hover_128": 50, "head_128": 50, "layer_128": 50, "layer_512": 300}
 PAYLOAD_LIMIT = 3_000_000  # at 128 tokens; past that, payload.SHIP_LIMIT bounds it
@@ -111,7 +113,7 @@ BIG = {"model": "custom", "d_model": "64", "num_heads": "16", "d_ff": "128", "nu
 
 def open_view(page, url: str, text: str, params: dict | None = None) -> float:
     t0 = time.perf_counter()
-    page.goto(f"{url}/inside-a-head?" + urllib.parse.urlencode({"text": text} | (params or {})))
+    page.goto(f"{url}{pages.page('inside-a-head').url}?" + urllib.parse.urlencode({"text": text} | (params or {})))
     wait_ready(page, TIMEOUT_MS)
     page.wait_for_function(f"() => !!{HV}?.dataset.draws", timeout=TIMEOUT_MS)
     return time.perf_counter() - t0

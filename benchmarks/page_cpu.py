@@ -1,6 +1,6 @@
 """Server CPU of one script run of every page, warm, for the pretrained model at 12 and 128 tokens (issue 15, item 6).
 
-Run from the repo root: `python benchmarks/page_cpu.py [--reps 5]`. Each page is opened once (its caches fill),
+Run from the repo root: `python -m benchmarks.page_cpu [--reps 5]`. Each page is opened once (its caches fill),
 then rerun `--reps` times with nothing changed and once per control change listed below; the figure is the process
 CPU time (user + system) of the rerun, median over reps. AppTest runs the script in this process, so the CPU time is
 the server's. Target: no page above 150 ms at <= 128 tokens. Prints a table and one JSON line with the machine.
@@ -12,17 +12,16 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from streamlit.testing.v1 import AppTest  # noqa: E402
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as ui/__init__.py sets it, before torch is imported
 
 from benchmarks.machine import cpu_name  # noqa: E402
+from devkit.apptest import app_test  # noqa: E402
+from ui import pages  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 APP = str(ROOT / "app.py")
 SHORT = "The animal didn't cross the street because it was too tired."
@@ -40,13 +39,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
-    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "views").glob("*.py"))
+    files = [entry.file for entry in pages.PAGES]
     rows = []
     for label, text in (("12 tokens", SHORT), ("128 tokens", LONG)):
-        for page in pages:
-            at = AppTest.from_file(APP, default_timeout=300)
-            at.query_params["text"] = text
-            at.run()
+        for page in files:
+            at = app_test({"text": text}, timeout=300).run()
             at.switch_page(page).run()
             runs = [cpu_ms(at.run) for _ in range(args.reps)]
             bad = [e.value for e in at.exception]

@@ -1,6 +1,6 @@
 """The Training stability page's numbers: the three default runs (wall time, loss, accuracy) and the gradient trend.
 
-Run from the repo root: `python benchmarks/stability.py` (about a minute on 2 cores), `--seeds 0 1 2` for more
+Run from the repo root: `python -m benchmarks.stability` (about a minute on 2 cores), `--seeds 0 1 2` for more
 seeds, `--trend` to add the gradient norms at initialisation for depths 6, 12, 24 (Xiong et al. 2020).
 Prints tables, then one JSON line with every figure and the machine it ran on.
 
@@ -16,16 +16,12 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.machine import cpu_name  # noqa: E402
-from encoder.analysis import stability  # noqa: E402
+from benchmarks.machine import cpu_name
+from encoder.analysis import stability
 
 
 def machine() -> dict:

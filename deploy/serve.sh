@@ -16,7 +16,8 @@
 #   PYTHON           the interpreter with requirements.txt installed (default .venv, else .venv-test, else python3)
 #   OMP_NUM_THREADS  PyTorch threads per replica (default 1; serve one replica per core)
 #
-# Each replica warms itself before it is reported ready: deploy/warm.py opens one session over Streamlit's
+# Each replica warms itself before it is reported ready: deploy/warm.py (run as `python -m deploy.warm` from the
+# repository root, so it imports the app's own packages) opens one session over Streamlit's
 # WebSocket protocol, which builds the pretrained model and runs one trace, then visits every page once.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,7 +74,7 @@ start_replicas() {  # N
     for _ in $(seq 50); do [ -s "$RUN/replica-$port.pid" ] && break; sleep 0.1; done
     pid=$(cat "$RUN/replica-$port.pid")
     wait_healthy "http://127.0.0.1:$port" 120 "$pid" || die "replica on port $port did not start; see $RUN/replica-$port.log"
-    "$PYTHON" "$ROOT/deploy/warm.py" "http://127.0.0.1:$port" || die "replica on port $port failed to warm up"
+    (cd "$ROOT" && "$PYTHON" -m deploy.warm "http://127.0.0.1:$port") || die "replica on port $port failed to warm up"
     echo "replica $port ready (pid $pid, $threads threads)"
     STARTED+=("127.0.0.1:$port")
   done

@@ -3,7 +3,7 @@
 The first run builds the pretrained model and traces the default sentence; then every page is opened once, so
 the first student on each page does not pay for imports and caches. Exits non-zero if any run fails.
 
-    python deploy/warm.py http://127.0.0.1:8501
+    python -m deploy.warm http://127.0.0.1:8501     (from the repository root)
 """
 
 from __future__ import annotations
@@ -11,11 +11,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.loadgen import Student  # noqa: E402
+from devkit.client import Student
 
 
 async def warm(url: str, timeout: float = 180) -> list[tuple[str, float]]:
@@ -24,10 +21,8 @@ async def warm(url: str, timeout: float = 180) -> list[tuple[str, float]]:
     try:
         timings = [("/", await student.open())]
         for page, page_hash in list(student.pages.items()):  # every page the app's navigation lists
-            if page_hash == student.page_hash:
-                continue
-            student.page, student.page_hash = page, page_hash
-            timings.append((f"/{page}", await student.run_script(student._client_state())))
+            if page_hash != student.page_hash:
+                timings.append((f"/{page}", await student.visit(page)))
         return timings
     finally:
         await student.close()

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from ._buffers import pattern_buffer
 from .config import EncoderConfig
+from .devices import pick_device
 from .knockout import KEEP_ALL, SUBLAYERS, Knockout, check_ablate, knockouts  # noqa: F401  (imported from here too)
 from .rotary import rope_angles, rotate
 from .window import banded_attention
@@ -374,17 +375,6 @@ class Encoder(nn.Module):
                 module.weight.copy_(torch.randn(module.weight.shape, generator=gen))
         if self.cfg.positional == "sinusoidal":  # again: build_model's to_empty() leaves buffers uninitialised
             self.embed.pe.copy_(sinusoidal_table(self.cfg.max_len, self.embed.pe.shape[1]))
-
-
-def pick_device(prefer: str | None = None) -> torch.device:
-    """CUDA when there is one, else Apple's MPS, else the CPU; `prefer` overrides."""
-    if prefer:
-        return torch.device(prefer)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
 
 
 def build_model(config: EncoderConfig, device: str | torch.device | None = None) -> Encoder:

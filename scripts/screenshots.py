@@ -1,8 +1,8 @@
 """Save every page of the app at projector, laptop and phone widths into artifacts/screenshots/ (git-ignored).
 
-    .venv-test/bin/python scripts/screenshots.py                 # pretrained model, every page, four sizes
-    .venv-test/bin/python scripts/screenshots.py --model custom  # a small custom Pre-LN GELU model instead
-    .venv-test/bin/python scripts/screenshots.py --pages heatmaps side-by-side --sizes 1280x720p
+    .venv-test/bin/python -m scripts.screenshots                 # pretrained model, every page, four sizes
+    .venv-test/bin/python -m scripts.screenshots --model custom  # a small custom Pre-LN GELU model instead
+    .venv-test/bin/python -m scripts.screenshots --pages heatmaps side-by-side --sizes 1280x720p
 
 Sizes: 1024x768 and 1280x720 in presentation mode (what a classroom projector shows: one viewport, the sidebar
 folded away), 1440x900 and 420x900 without it (full page). A size ending in "p" turns presentation mode on.
@@ -12,21 +12,19 @@ Starts its own `streamlit run app.py` on a free port and drives Debian's Chromiu
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 import time
 import urllib.parse
 from pathlib import Path
 
+from playwright.sync_api import sync_playwright
+
+from devkit.server import READY, launch, streamlit_server
+from ui import pages
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from tests.app.server import READY, launch, streamlit_server  # noqa: E402
-from tests.app.test_projector import page_paths  # noqa: E402
-
 OUT = ROOT / "artifacts" / "screenshots"
+DEFAULT_PATH = next(entry.path for entry in pages.PAGES if entry.default)  # served at "/"
 SIZES = ("1024x768p", "1280x720p", "1440x900", "420x900")
 MAIN = '[data-testid="stMain"]'
 FIGURE = '[data-testid="stMain"] :is([data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"])'  # first one
@@ -61,7 +59,7 @@ def shoot(browser, url: str, path: str, size: str, params: dict[str, str], timeo
         page.goto(f"{url}/{path}?{urllib.parse.urlencode(query)}")
         page.evaluate("window.__settledSince = undefined")
         page.wait_for_function(SETTLED_JS, arg=[READY, 800], timeout=timeout_ms, polling=200)
-        name = f"{path or 'heatmaps'}_{width}x{height}{'_present' if present else ''}.png"
+        name = f"{path or DEFAULT_PATH}_{width}x{height}{'_present' if present else ''}.png"
         target = OUT / name
         if present:  # what the projector shows: before scrolling, and with the main figure scrolled to the top
             page.screenshot(path=str(target.with_name(target.stem + "_top.png")))
@@ -83,12 +81,13 @@ def shoot(browser, url: str, path: str, size: str, params: dict[str, str], timeo
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", choices=sorted(MODELS), default="pretrained")
-    parser.add_argument("--pages", nargs="*", help="URL paths (default: every page of app.py)")
+    parser.add_argument("--pages", nargs="*", help="URL paths (default: every page of ui/pages.py)")
     parser.add_argument("--sizes", nargs="*", default=list(SIZES))
     parser.add_argument("--text", help="the sentence (default: the app's)")
     args = parser.parse_args(argv)
     params = dict(MODELS[args.model]) | ({"text": args.text} if args.text else {})
-    paths = page_paths() if not args.pages else ["" if p in ("", "/", "heatmaps") else p for p in args.pages]
+    paths = ([entry.url.lstrip("/") for entry in pages.PAGES] if not args.pages
+             else ["" if p in ("", "/", DEFAULT_PATH) else p for p in args.pages])
     OUT.mkdir(parents=True, exist_ok=True)
     env = {"STREAMLIT_LOGGER_ENABLE_RICH": "false", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
     with streamlit_server(env=env) as (url, proc), sync_playwright() as pw:

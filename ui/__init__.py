@@ -6,6 +6,13 @@ ui/state.py's store; tensors live only in ui/caches.py's byte-bounded cache. A s
 
 from __future__ import annotations
 
+import os
+
+# Before torch is imported, by app.py or by a page script that a server's first request runs alone (ui/pages.py):
+# idle OpenMP threads sleep instead of spinning, so sessions sharing 2 cores don't stall each other
+# (benchmarks/RESULTS-app.md: a 128-token forward on busy cores went from 1457 ms to 87 ms).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import dataclasses
 import functools
 import gc
@@ -22,7 +29,7 @@ import encoder
 from encoder.analysis import embeddings, position
 from encoder.analysis.variants import variant
 from encoder.tokenizer import pretrained_available
-from encoder.viz import figures  # noqa: F401 (imported before gc.freeze below, with plotly and pandas)
+from encoder.viz import activations, attention, similarity  # noqa: F401 (imported before gc.freeze below: plotly, pandas)
 
 from . import settings, state
 from .caches import CACHE
@@ -63,16 +70,12 @@ class Frame:
 
 
 def available_devices() -> list[str]:
-    devices = ["auto", "cpu"]
-    if torch.cuda.is_available():
-        devices.append("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        devices.append("mps")
-    return devices
+    """The sidebar's device options on this server: "auto" (encoder.pick_device's choice), then what it has."""
+    return [settings.AUTO_DEVICE, *encoder.available_devices()]
 
 
 def resolve_device(choice: str) -> str:
-    if choice not in available_devices() or choice == "auto":
+    if choice not in available_devices() or choice == settings.AUTO_DEVICE:
         return str(encoder.pick_device())
     return choice
 
@@ -97,7 +100,7 @@ def check_url_values(values: dict[str, Any]) -> list[str]:
     problems = []
     if values["device"] not in available_devices():
         problems.append(f"The device {values['device']!r} is not available here; using auto.")
-        values["device"] = "auto"
+        values["device"] = settings.AUTO_DEVICE
     choices = model_choices()
     if values["model"] not in choices:
         problems.append(f"The model {values['model']!r} is not available here; using {model_label(choices[0])}.")

@@ -10,8 +10,23 @@ import pandas as pd
 from torch import Tensor
 
 from encoder import Trace
-from encoder.viz.figures import SPECIAL, cosine_matrix
+from encoder.model import PLACEMENTS, placement
+from encoder.viz.axes import SPECIAL
+from encoder.viz.similarity import cosine_matrix
 
+# What each tap holds, one line per tap name of the wiring table (encoder.model.PLACEMENTS); "{reads}" becomes the
+# taps it is computed from in the placement on screen, so every line holds for Post-LN and Pre-LN alike.
+TAP_CAPTIONS = {
+    "input": "the layer's input: in layer 0 the embedded tokens, else the previous layer's output",
+    "attn": "multi-head self-attention over {reads}, after W_O (before dropout and the residual add)",
+    "add1": "the first residual sum, {reads}",
+    "norm1": "the first LayerNorm, of {reads}",
+    "ffn_hidden": "the FFN's hidden layer, d_ff wide: the activation of {reads} W1 + b1",
+    "ffn": "the FFN's output, {reads} W2 + b2 (before dropout and the residual add)",
+    "add2": "the second residual sum, {reads}",
+    "norm2": "the second LayerNorm, of {reads}",
+    "output": "the layer's output, the same tensor as {reads}",
+}
 NEAR_MARGIN = 0.1  # neighbours must be this much more alike than far-apart positions to be called "similar"
 TRAINED_KEYS = ("pretrained", "ckpt:")  # model keys of trained weights (custom models are random init)
 
@@ -20,34 +35,49 @@ def is_trained(model_key: str) -> bool:
     return model_key.startswith(TRAINED_KEYS)
 
 
+def tap_caption(norm: str, tap: str) -> str:
+    """One line on what a tap holds in a layer of this norm placement, e.g. "norm1: the first LayerNorm, of add1"."""
+    wire = next((w for w in placement(norm) if w.tap == tap), None)
+    if wire is None:
+        raise ValueError(f"tap={tap!r} is unknown; choose one of {', '.join(w.tap for w in placement(norm))}.")
+    return f"{tap}: " + TAP_CAPTIONS[tap].format(reads=" + ".join(t for t, _ in wire.inputs))
+
+
+def taps_of(*ops: str) -> list[str]:
+    """The taps that the given operations compute (e.g. "ln1", "ln2": the LayerNorms), in Post-LN order; a tap's
+    operation is the same under both placements."""
+    return [w.tap for w in PLACEMENTS["post"] if w.op in ops]
+
+
 def _stat(stats: pd.DataFrame, layer: int, tap: str, column: str) -> float:
     return float(stats.query("layer == @layer and tap == @tap")[column].iloc[0])
 
 
 def layernorm_caption(stats: pd.DataFrame, layer: int) -> str:
     """What LayerNorm's outputs measure here: it makes each token mean 0 / std 1, then gamma and beta move it."""
-    m1, s1 = _stat(stats, layer, "norm1", "mean"), _stat(stats, layer, "norm1", "std")
-    m2, s2 = _stat(stats, layer, "norm2", "mean"), _stat(stats, layer, "norm2", "std")
+    first, second = taps_of("ln1", "ln2")
+    (m1, s1), (m2, s2) = ((_stat(stats, layer, tap, "mean"), _stat(stats, layer, tap, "std")) for tap in (first, second))
     return (f"Mean, standard deviation and RMS at each point of layer {layer}'s data flow. LayerNorm scales each "
             f"token's vector to mean 0 and std 1, then multiplies by its learned gamma and adds its learned beta: "
-            f"here norm1 measures mean {m1:.2f}, std {s1:.2f} and norm2 mean {m2:.2f}, std {s2:.2f} (a fresh model "
-            "starts at gamma = 1, beta = 0, so about 0 and 1). The residual sums (add1, add2) carry whatever the "
-            "sub-layers add.")
+            f"here {first} measures mean {m1:.2f}, std {s1:.2f} and {second} mean {m2:.2f}, std {s2:.2f} (a fresh "
+            f"model starts at gamma = 1, beta = 0, so about 0 and 1). The residual sums ({', '.join(taps_of('+'))}) "
+            "carry whatever the sub-layers add.")
 
 
 def zeros_caption(trace: Trace, layer: int, tap: str) -> str:
     """The histogram's caption: the measured share of exact zeros at this tap, and why (ReLU vs GELU)."""
     stats = trace.stats()
     zero = _stat(stats, layer, tap, "zero_frac")
-    hidden = _stat(stats, layer, "ffn_hidden", "zero_frac")
+    after, = taps_of("w1")  # the activation's output
+    hidden = _stat(stats, layer, after, "zero_frac")
     act = trace.config.activation
     text = f"Distribution of every value at {tap}: {zero:.1%} of them are exactly zero. "
     if act == "relu":
-        text += (f"ReLU sets every negative input to exactly 0, so after it (ffn_hidden) {hidden:.0%} of this "
+        text += (f"ReLU sets every negative input to exactly 0, so after it ({after}) {hidden:.0%} of this "
                  "layer's values are zero.")
     else:
         text += (f"This model uses GELU, which is smooth: negative inputs give small negative outputs, not zeros, "
-                 f"so only {hidden:.1%} of ffn_hidden is exactly zero in this layer.")
+                 f"so only {hidden:.1%} of {after} is exactly zero in this layer.")
     return text
 
 

@@ -7,28 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Where each question's answer can be seen: the page file and its title in the navigation.
-PAGES = {
-    "attention": ("views/attention.py", "Attention"),
-    "dataflow": ("views/dataflow.py", "Data flow"),
-    "activations": ("views/activations.py", "Activations"),
-    "compare": ("views/compare.py", "Compare"),
-    "position": ("views/position.py", "Position"),
-    "stability": ("views/stability.py", "Training stability"),
-    "tokens": ("views/tokens.py", "Tokens & embeddings"),
-}
-
 
 @dataclass(frozen=True)
 class Question:
-    """One question; `answer` indexes `options`, `page` is the app view that demonstrates it."""
+    """One question; `answer` indexes `options`, `page` is the URL path of the page that demonstrates it."""
 
     id: str
     prompt: str
     options: tuple[str, ...]
     answer: int
     explanation: str
-    page: str
+    page: str  # a path of ui/pages.PAGES
     demo: str  # one sentence: what to look at on that page
 
 
@@ -45,7 +34,7 @@ QUESTIONS: tuple[Question, ...] = (
         answer=1,
         explanation="Queries, keys and values all come from the same sequence (self-attention), and no mask "
         "hides any position, so each token can draw on the whole input.",
-        page="attention",
+        page="heatmaps",
         demo="Every row of the heatmap has weight to the right of the diagonal as well as to the left.",
     ),
     Question(
@@ -54,7 +43,7 @@ QUESTIONS: tuple[Question, ...] = (
         options=("1", "6", "12", "24"),
         answer=1,
         explanation="The base Transformer stacks N = 6 encoder layers; 12 and 24 are BERT-base and BERT-large.",
-        page="dataflow",
+        page="diagram",
         demo="The default configuration builds 6 layers; the layer slider runs over all of them.",
     ),
     Question(
@@ -64,7 +53,7 @@ QUESTIONS: tuple[Question, ...] = (
         answer=2,
         explanation="W1 maps d_model to d_ff and W2 maps back; the original uses d_model = 512 and d_ff = 2048, "
         "four times wider.",
-        page="activations",
+        page="statistics",
         demo="The ffn_hidden tap is d_ff wide, four times the d_model width of the other taps.",
     ),
     Question(
@@ -79,7 +68,7 @@ QUESTIONS: tuple[Question, ...] = (
         answer=1,
         explanation="The layer computes x + Sublayer(x): the identity path carries gradients straight back to "
         "earlier layers, which is what makes stacks of many layers trainable.",
-        page="stability",
+        page="warmup",
         demo="The gradient norms at initialisation show how the placement of LayerNorm around the residual "
         "path changes the gradient each layer receives.",
     ),
@@ -90,7 +79,7 @@ QUESTIONS: tuple[Question, ...] = (
         answer=2,
         explanation="BERT is an encoder-only stack; GPT-2 is decoder-only, and T5 and BART pair an encoder with "
         "a decoder.",
-        page="tokens",
+        page="wordpieces",
         demo="The tokenizer is BERT's WordPiece: [CLS] starts and [SEP] ends every input.",
     ),
     Question(
@@ -105,7 +94,7 @@ QUESTIONS: tuple[Question, ...] = (
         answer=1,
         explanation="The output has the input's length: a d_model vector per token that now mixes in its context. "
         "A classifier may then pick one of them, such as [CLS].",
-        page="compare",
+        page="side-by-side",
         demo="Compare two sentences: the same word gets a different output vector in each context.",
     ),
     Question(
@@ -120,7 +109,7 @@ QUESTIONS: tuple[Question, ...] = (
         answer=1,
         explanation="The 2017 paper normalises the sum x + Sublayer(x) after both sub-layers (Post-LN). Many "
         "later models move it in front of the sub-layer (Pre-LN), which trains more stably.",
-        page="dataflow",
+        page="diagram",
         demo="Step through a Post-LN layer: LayerNorm comes right after each residual add.",
     ),
     Question(
@@ -135,7 +124,7 @@ QUESTIONS: tuple[Question, ...] = (
         answer=1,
         explanation="Nothing stops a token from looking to its right: with no causal mask, attention covers the "
         "left and the right context in one pass.",
-        page="attention",
+        page="heatmaps",
         demo="Pick any token: its attention row has weight on tokens both before and after it.",
     ),
 )

@@ -14,13 +14,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from encoder import TAPS
 from encoder.config import EncoderConfig
+from encoder.devices import DEVICES
 
 PRETRAINED = "pretrained"
 CUSTOM = "custom"
 CHECKPOINT_PREFIX = "ckpt:"
 PRETRAINED_LABEL = "all-MiniLM-L6-v2 (pretrained)"
 CUSTOM_LABEL = "Custom (random init)"
+AUTO_DEVICE = "auto"  # the device setting that lets encoder.pick_device choose
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
 SECOND_SENTENCE = "The animal didn't cross the street because it was too wide."
@@ -118,7 +121,6 @@ EPS_OPTIONS = (1e-12, 1e-6, 1e-5)  # BERT's, Keras's (seed 002) and PyTorch's de
 MAX_LAYERS = 24
 LR_OPTIONS = (0.0003, 0.001, 0.003, 0.01)
 MAX_SEED = 2**31 - 1
-TAP_NAMES = ("input", "attn", "add1", "norm1", "ffn_hidden", "ffn", "add2", "norm2", "output")
 NORM_LABELS = {"post": "Post-LN (original paper)", "pre": "Pre-LN"}
 VIEW_LABELS = {"head": "One head", "layer": "All heads of a layer", "model": "Model view (layers × heads)",
                "rollout": "Rollout"}
@@ -152,7 +154,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("seed", _base.seed, int, None, 0, MAX_SEED, label="Seed", widget="number", step=1),
         Setting("train", False, bool, label="Training mode (dropout on)", widget="toggle",
                 help="Eval mode is the default: dropout is the identity."),
-        Setting("device", "auto", str, ("auto", "cpu", "cuda", "mps"), label="Device", widget="selectbox"),
+        Setting("device", AUTO_DEVICE, str, (AUTO_DEVICE, *DEVICES), label="Device", widget="selectbox"),
         Setting("present", False, bool, label="Presentation mode", widget="toggle",
                 help="Bigger fonts, no explanatory captions, the sidebar folded away: for projecting."),
         # Page settings.
@@ -164,7 +166,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("scale", "fixed", str, tuple(SCALE_LABELS), label="Colour scale", widget="segmented", names=SCALE_LABELS,
                 help="0 to 1 keeps heads comparable; auto stretches to this map's largest weight; per row stretches "
                      "each row to its own largest weight."),
-        Setting("tap", "output", str, TAP_NAMES, label="Tap", widget="selectbox"),
+        Setting("tap", "output", str, TAPS, label="Tap", widget="selectbox"),  # the wiring table's taps
         Setting("overlay", True, bool, label="Overlay live statistics", widget="toggle"),
         Setting("diff_long", False, bool, label="Difference map", widget="toggle",
                 help="For long sentences the difference map is sent only on request: it adds ~1.5 MB to the page."),

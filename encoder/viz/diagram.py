@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import unicodedata
 from contextlib import nullcontext
 
 import graphviz
@@ -12,6 +11,7 @@ import pandas as pd
 
 from ..config import EncoderConfig
 from ..model import DROPOUTS, TAPS, Wire, flow_edges, placement
+from .text import printable
 
 FINAL = "final"  # the node of the stack's final LayerNorm (Trace.final), drawn when the config has one
 
@@ -29,23 +29,6 @@ INSTALL_HINT = (
     "install Graphviz: apt-get install graphviz (Debian/Ubuntu) or brew install graphviz (macOS). "
     "The diagram itself still shows, and the DOT download works without it."
 )
-
-
-def printable(text: str, limit: int | None = None) -> str:
-    """Text with control characters shown as symbols and bidi overrides neutralised, optionally shortened."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if code < 32:
-            out.append(chr(0x2400 + code))  # the Unicode "control picture" for C0 characters, e.g. ␀
-        elif code == 127 or unicodedata.category(ch) == "Cc" or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
-            out.append("\ufffd")
-        else:
-            out.append(ch)
-    text = "".join(out)
-    if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
 
 
 def _text(*lines: str) -> str:

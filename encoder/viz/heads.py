@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 from torch import Tensor
 
 from ..trace import Trace
-from .figures import ATTENTION_SCALE, DIVERGING, _check, _layout, _paper_note, _quick, _scale, label
+from . import axes, style
+from .text import label
 
 TEXT_UP_TO = 40  # tokens up to which the score and weight columns print their numbers
 
@@ -47,7 +48,7 @@ class HeadSteps:
 
 def head_steps(trace: Trace, layer: int, head: int, query: int) -> HeadSteps:
     """The numbers of one query token in one head, from the trace's own taps."""
-    _check(trace, layer, head)
+    axes.check(trace, layer, head)
     if not 0 <= query < trace.seq_len:
         raise ValueError(f"query={query} is out of range; choose a token from 0 to {trace.seq_len - 1}.")
     h = trace.heads[layer]
@@ -75,9 +76,9 @@ def _m(*arrays: np.ndarray) -> float:
 
 def _grid(n: int, z: np.ndarray, rows: list[str], scale: str, zmin: float, zmax: float, hover: str,
           text: bool = False, colorbar: dict | None = None) -> dict:
-    """A heatmap on axes pair n, as a plain dict (built without plotly.py's validation: figures._quick)."""
+    """A heatmap on axes pair n, as a plain dict (built without plotly.py's validation: style.quick)."""
     z2 = z if z.ndim == 2 else z[:, None]
-    trace = dict(type="heatmap", z=z2, x=list(range(z2.shape[1])), y=rows, colorscale=_scale(scale), zmin=zmin,
+    trace = dict(type="heatmap", z=z2, x=list(range(z2.shape[1])), y=rows, colorscale=style.colorscale(scale), zmin=zmin,
                  zmax=zmax, hovertemplate=hover, showscale=colorbar is not None, xaxis=f"x{n}", yaxis=f"y{n}")
     if colorbar is not None:
         trace["colorbar"] = colorbar
@@ -92,11 +93,11 @@ def _panel(n: int, x: tuple[float, float], y: tuple[float, float], title: str, s
     return {f"xaxis{s}": dict(domain=list(x), anchor=f"y{s}", showticklabels=False, showgrid=False, zeroline=False),
             f"yaxis{s}": dict(domain=list(y), anchor=f"x{s}", type="category", autorange="reversed", showgrid=False,
                               showticklabels=ticks, zeroline=False),
-            "_title": _paper_note(title, (x[0] + x[1]) / 2, y[1], size, yanchor="bottom")}
+            "_title": style.paper_note(title, (x[0] + x[1]) / 2, y[1], size, yanchor="bottom")}
 
 
 def _figure(data: list[dict], panels: list[dict], title: str, subtitle: str, height: int, presentation: bool) -> go.Figure:
-    layout = _layout(title, presentation, subtitle, height)
+    layout = style.layout(title, presentation, subtitle, height)
     # Not capped at the projector height like a page's main figure: these sit below the head view, are scrolled to,
     # and need a text-sized row per token (squeezed, their numbers overprint).
     layout["height"] = height
@@ -108,7 +109,7 @@ def _figure(data: list[dict], panels: list[dict], title: str, subtitle: str, hei
     layout["annotations"] = notes
     for trace in data:  # the axes names as plotly wants them: x, x2, x3...
         trace["xaxis"], trace["yaxis"] = (trace["xaxis"].replace("x1", "x"), trace["yaxis"].replace("y1", "y"))
-    return _quick(data, layout)
+    return style.quick(data, layout)
 
 
 def _split(fractions: list[float], gap: float, start: float = 0.0, end: float = 1.0) -> list[tuple[float, float]]:
@@ -138,12 +139,12 @@ def scores_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
     m, s = _m(steps.q, steps.k), _m(steps.scores)
     bar = dict(title=dict(text="q, k", side="right"), thickness=14, len=0.5, y=0.5)
     data = [
-        _grid(1, steps.q[None, :], [f"q ({i})"], DIVERGING, -m, m, "q_i dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar),
-        _grid(2, steps.k, rows, DIVERGING, -m, m, "k of %{y}, dim %{x}: %{z:.4f}<extra></extra>"),
-        _grid(3, steps.scores, rows, DIVERGING, -s, s, "q_i·k of %{y} = %{z:.4f}<extra></extra>", text),
-        _grid(4, steps.scaled, rows, DIVERGING, -s / root, s / root, f"q_i·k of %{{y}} / √{dk} = %{{z:.4f}}<extra></extra>",
+        _grid(1, steps.q[None, :], [f"q ({i})"], style.DIVERGING, -m, m, "q_i dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar),
+        _grid(2, steps.k, rows, style.DIVERGING, -m, m, "k of %{y}, dim %{x}: %{z:.4f}<extra></extra>"),
+        _grid(3, steps.scores, rows, style.DIVERGING, -s, s, "q_i·k of %{y} = %{z:.4f}<extra></extra>", text),
+        _grid(4, steps.scaled, rows, style.DIVERGING, -s / root, s / root, f"q_i·k of %{{y}} / √{dk} = %{{z:.4f}}<extra></extra>",
               text),
-        _grid(5, steps.weights, rows, ATTENTION_SCALE, 0, 1, f"“{tok}” → %{{y}}: %{{z:.6f}}<extra></extra>", text),
+        _grid(5, steps.weights, rows, style.ATTENTION_SCALE, 0, 1, f"“{tok}” → %{{y}}: %{{z:.6f}}<extra></extra>", text),
     ]
     panels = [
         _panel(1, x[0], top, f"q_i for “{tok}” ({i}): 1 × d_k = 1 × {dk}", size),
@@ -168,11 +169,11 @@ def values_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
     bar = dict(title=dict(text="v", side="right"), thickness=14, len=0.45, y=0.25)
     zbar = dict(title=dict(text="a·v, z", side="right"), thickness=14, len=0.45, y=0.75)
     data = [
-        _grid(1, steps.z_sum[None, :], [f"z ({i})"], DIVERGING, -mz, mz, "z_i dim %{x}: %{z:.4f}<extra></extra>",
+        _grid(1, steps.z_sum[None, :], [f"z ({i})"], style.DIVERGING, -mz, mz, "z_i dim %{x}: %{z:.4f}<extra></extra>",
               colorbar=zbar),
-        _grid(2, steps.weights, rows, ATTENTION_SCALE, 0, 1, "a to %{y}: %{z:.4f}<extra></extra>", T <= TEXT_UP_TO),
-        _grid(3, steps.v, rows, DIVERGING, -m, m, "v of %{y}, dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar),
-        _grid(4, steps.mixed, rows, DIVERGING, -mz, mz, "a·v of %{y}, dim %{x}: %{z:.4f}<extra></extra>"),
+        _grid(2, steps.weights, rows, style.ATTENTION_SCALE, 0, 1, "a to %{y}: %{z:.4f}<extra></extra>", T <= TEXT_UP_TO),
+        _grid(3, steps.v, rows, style.DIVERGING, -m, m, "v of %{y}, dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar),
+        _grid(4, steps.mixed, rows, style.DIVERGING, -mz, mz, "a·v of %{y}, dim %{x}: %{z:.4f}<extra></extra>"),
     ]
     panels = [
         _panel(1, x[2], top, f"z_i = Σ_j a_ij v_j: 1 × d_k = 1 × {dk}", size),
@@ -202,7 +203,7 @@ def output_figure(steps: HeadSteps, num_heads: int, w_o: Tensor | None = None, *
     data, panels = [], []
     for n, ((z, title), y) in enumerate(zip(strips, ys, strict=True), start=1):
         bar = dict(thickness=14, len=0.8) if n == 1 else None
-        data.append(_grid(n, z[None, :], [""], DIVERGING, -m, m, "dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar))
+        data.append(_grid(n, z[None, :], [""], style.DIVERGING, -m, m, "dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar))
         panels.append(_panel(n, (0.0, 0.93), y, title, size))
     last = "xaxis" + (str(len(strips)) if len(strips) > 1 else "")
     panels[-1][last] |= dict(showticklabels=True, title=dict(text="dimension"))

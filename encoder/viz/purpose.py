@@ -1,7 +1,7 @@
 """Plotly builders for what the encoder is for (issue 13): sentence similarity, token trajectories, knock-outs, rollout.
 
 Every builder takes plain inputs (tensors, lists of labels, numbers), so it is tested without a model or Streamlit.
-User text reaches plotly only through figures.label(), which escapes '<', '>' and '&'.
+User text reaches plotly only through text.label(), which escapes '<', '>' and '&'.
 """
 
 from __future__ import annotations
@@ -15,21 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from torch import Tensor
 
-from .diagram import printable
-from .figures import (
-    ATTENTION_SCALE,
-    DIVERGING,
-    _categories,
-    _heatmap_margins,
-    _kept,
-    _layout,
-    _quick,
-    _scale,
-    _style,
-    _token_axis,
-    label,
-    tensor_heatmap,
-)
+from . import axes, style
+from .activations import tensor_heatmap
+from .text import label, printable
 
 HIGHLIGHT_COLOURS = ("#e8590c", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599", "#c2255c", "#5c940d")
 OTHER_COLOUR = "#adb5bd"
@@ -60,23 +48,23 @@ def similarity_heatmap(sim: Tensor | np.ndarray, sentences: list[str], *, title:
     size = 20 if presentation else 15
     cell = dict(
         type="heatmap", z=z.astype(np.float32), x=names, y=names, zmin=-1, zmax=1, zmid=0,
-        colorscale=_scale(DIVERGING), xgap=2, ygap=2, text=[[f"{v:.2f}" for v in row] for row in z],
+        colorscale=style.colorscale(style.DIVERGING), xgap=2, ygap=2, text=[[f"{v:.2f}" for v in row] for row in z],
         texttemplate="%{text}", textfont=dict(size=size if len(names) <= 6 else size - 3),
         colorbar=dict(title=dict(text="cosine", side="right"), thickness=18),
         hovertemplate="%{y}<br>%{x}<br>cosine %{z:.4f}<extra></extra>",
     )
-    layout = _layout(title, presentation, subtitle, height=160 + 70 * max(len(names), 3))
+    layout = style.layout(title, presentation, subtitle, height=160 + 70 * max(len(names), 3))
     axis = dict(type="category", tickfont=dict(size=size - 2))
     # The rows carry the sentences; the columns only their numbers, so nothing is printed twice at an angle. The map
     # fills the plot area (cells need not be square), so the colour bar is exactly as tall as the map.
     layout["xaxis"] = dict(axis, side="top", tickmode="array", tickvals=names,
                            ticktext=[str(i) for i in range(1, len(names) + 1)])
     layout["yaxis"] = dict(axis, autorange="reversed")
-    return _quick([cell], layout)
+    return style.quick([cell], layout)
 
 
 def sentence_vectors(vectors: Tensor, sentences: list[str], title: str, *, presentation: bool = False) -> go.Figure:
-    """Each sentence's vector as one row of colours: figures.tensor_heatmap with one row per sentence, numbered."""
+    """Each sentence's vector as one row of colours: activations.tensor_heatmap with one row per sentence, numbered."""
     if vectors.ndim != 2 or vectors.shape[0] != len(sentences):
         raise ValueError(f"Expected one vector per sentence, got {tuple(vectors.shape)} for {len(sentences)} sentences.")
     return tensor_heatmap(vectors, [f"{i}" for i in range(1, len(sentences) + 1)], title, presentation=presentation)
@@ -120,18 +108,18 @@ def trajectories(points: Tensor | np.ndarray, tokens: list[str], highlight: Sequ
                          text=text, textposition="top center", textfont=dict(size=size, color=colour),
                          hovertext=[f"{names[pos]}, {s}" for s in steps], hovertemplate="%{hovertext}<extra></extra>"))
     shares = list(explained) if explained is not None else None
-    axes = [f"PC{i + 1}" + (f" ({shares[i]:.0%} of the variance)" if shares else "") for i in range(2)]
+    pcs = [f"PC{i + 1}" + (f" ({shares[i]:.0%} of the variance)" if shares else "") for i in range(2)]
     title = f"Token trajectories through {depth - 1} layers"  # the axes say it is a 2-D projection (PC1, PC2)
-    layout = _layout(title, presentation, subtitle, height=700)
+    layout = style.layout(title, presentation, subtitle, height=700)
     ticks = dict(tickfont=dict(size=size - 4)) if presentation else {}  # plotly's default is ~0.7 of the font size
-    layout["xaxis"] = dict(title=dict(text=axes[0]), zeroline=False, **ticks)
-    layout["yaxis"] = dict(title=dict(text=axes[1]), zeroline=False, scaleanchor="x", scaleratio=1, **ticks)
+    layout["xaxis"] = dict(title=dict(text=pcs[0]), zeroline=False, **ticks)
+    layout["yaxis"] = dict(title=dict(text=pcs[1]), zeroline=False, scaleanchor="x", scaleratio=1, **ticks)
     if presentation:  # a short figure: a legend below the plot would overprint the x-axis title, so it goes beside
         layout["legend"] = dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02, font=dict(size=size - 2))
     else:
         layout["legend"] = dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=size - 2))
         layout["margin"]["b"] = 90
-    return _quick(data, layout)
+    return style.quick(data, layout)
 
 
 def highlight_colour(i: int) -> str:
@@ -155,7 +143,7 @@ def depth_similarity(cosines: dict[str, list[float] | Tensor], token: str, colou
                      tickvals=list(range(depth)), ticktext=["emb"] + [f"L{i}" for i in range(depth - 1)])
     fig.update_yaxes(title="cosine similarity", range=[-1.05, 1.05], zeroline=True)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), showlegend=True)
-    return _style(fig, f"How similar '{label(token, 16)}' is to other tokens, layer by layer", presentation, height=460)
+    return style.apply(fig, f"How similar '{label(token, 16)}' is to other tokens, layer by layer", presentation, height=460)
 
 
 def output_change(intact: Tensor, knocked: Tensor, tokens: list[str]) -> pd.DataFrame:
@@ -175,13 +163,13 @@ def token_change(change: pd.DataFrame, title: str, *, presentation: bool = False
     """Bars of each token's relative change (output_change's table); the hover adds the cosine to the intact vector."""
     pos = change["position"].tolist()
     tokens = change["token"].tolist()
-    cats = _categories(tokens, pos)
+    cats = axes.categories(tokens, pos)
     fig = go.Figure(go.Bar(x=cats, y=change["relative_change"], marker_color="#e8590c",
                            customdata=change["cosine_to_intact"],
                            hovertemplate="%{x}: changed by %{y:.1%} (cosine to intact %{customdata:.4f})<extra></extra>"))
-    fig.update_xaxes(title="token", tickangle=-45, **_token_axis(cats, tokens, pos, presentation))
+    fig.update_xaxes(title="token", tickangle=-45, **axes.token_axis(cats, tokens, pos, presentation))
     fig.update_yaxes(title="‖knocked − intact‖ / ‖intact‖", tickformat=".0%", rangemode="tozero")
-    return _style(fig, label(title, 120), presentation, height=460)
+    return style.apply(fig, label(title, 120), presentation, height=460)
 
 
 def attention_change(intact: Tensor, knocked: Tensor, knocked_layers: set[int] | frozenset[int] = frozenset(), *,
@@ -197,7 +185,7 @@ def attention_change(intact: Tensor, knocked: Tensor, knocked_layers: set[int] |
     fig.update_xaxes(title="layer", tickmode="array", tickvals=layers,
                      ticktext=[f"{i} (knocked out)" if i in knocked_layers else str(i) for i in layers])
     fig.update_yaxes(title="max |Δ attention weight|", rangemode="tozero")
-    return _style(fig, "How much each layer's attention moved", presentation, height=420)
+    return style.apply(fig, "How much each layer's attention moved", presentation, height=420)
 
 
 def rollout_heatmap(matrix: Tensor, tokens: list[str], layer: int, hide_special: bool = False, *,
@@ -207,22 +195,22 @@ def rollout_heatmap(matrix: Tensor, tokens: list[str], layer: int, hide_special:
     w = _matrix(matrix)
     if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] != len(tokens):
         raise ValueError(f"Expected a (T, T) rollout for {len(tokens)} tokens, got {w.shape}.")
-    pos = _kept(tokens, hide_special)
+    pos = axes.kept(tokens, hide_special)
     if len(pos) < len(tokens):
         w = w[np.ix_(pos, pos)]
-    cats = _categories(tokens, pos)
+    cats = axes.categories(tokens, pos)
     gap = 1 if len(pos) <= 40 else 0
     top = float(np.nanmax(w)) if w.size and np.isfinite(w).any() else 1.0
     heatmap = dict(type="heatmap", z=w.astype(np.float32), x=cats, y=cats, zmin=0, zmax=max(top, 1e-6),
-                   colorscale=_scale(ATTENTION_SCALE), xgap=gap, ygap=gap,
+                   colorscale=style.colorscale(style.ATTENTION_SCALE), xgap=gap, ygap=gap,
                    colorbar=dict(title=dict(text="share", side="right"), thickness=18, len=1),
                    hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>")
     note = "" if len(pos) == len(tokens) else " ([CLS]/[SEP] hidden)"
-    layout = _layout(f"Attention rollout through layers 0–{layer}{note}", presentation, subtitle, height=720)
-    axis = _token_axis(cats, tokens, pos, presentation)
-    # The map fills the plot area (as figures.attention_heatmap), so the colour bar is exactly as tall as the map.
+    layout = style.layout(f"Attention rollout through layers 0–{layer}{note}", presentation, subtitle, height=720)
+    axis = axes.token_axis(cats, tokens, pos, presentation)
+    # The map fills the plot area (as attention.attention_heatmap), so the colour bar is exactly as tall as the map.
     layout["xaxis"] = dict(title=dict(text="input token"), tickangle=-45, **axis)
     layout["yaxis"] = dict(title=dict(text=f"position after layer {layer}"), autorange="reversed", **axis)
-    layout["margin"] |= _heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
-                                         layout["font"]["size"])
-    return _quick([heatmap], layout)
+    layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
+                                             layout["font"]["size"])
+    return style.quick([heatmap], layout)

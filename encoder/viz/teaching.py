@@ -9,9 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from torch import Tensor
 
-from .figures import DIVERGING, _style, label
-
-ATTENTION_SCALE = "Blues"
+from . import style
+from .text import label
 
 
 def token_attention(rows: Tensor, tokens: list[str], word: str, title: str, *, diff: bool = False,
@@ -22,16 +21,16 @@ def token_attention(rows: Tensor, tokens: list[str], word: str, title: str, *, d
     heads = [f"head {h}" for h in range(z.shape[0])]
     if diff:
         m = max(float(np.abs(z).max()), 1e-6)
-        trace = go.Heatmap(z=z, x=keys, y=heads, zmid=0, zmin=-m, zmax=m, colorscale=DIVERGING,
+        trace = go.Heatmap(z=z, x=keys, y=heads, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
                            hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>", colorbar=dict(title="Δ weight"))
     else:
-        trace = go.Heatmap(z=z, x=keys, y=heads, zmin=0, zmax=1, colorscale=ATTENTION_SCALE,
+        trace = go.Heatmap(z=z, x=keys, y=heads, zmin=0, zmax=1, colorscale=style.ATTENTION_SCALE,
                            hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>", colorbar=dict(title="weight"))
     fig = go.Figure(trace)
     fig.update_xaxes(title=f"key (what '{label(word)}' attends to)", tickangle=-45, tickvals=keys,
                      ticktext=[label(t) for t in tokens])
     fig.update_yaxes(autorange="reversed")
-    return _style(fig, label(title, 120), presentation, height=max(320, 28 * z.shape[0] + 200))
+    return style.apply(fig, label(title, 120), presentation, height=max(320, 28 * z.shape[0] + 200))
 
 
 def training_curves(curves: dict[str, list[float]], chance: float, *, presentation: bool = False) -> go.Figure:
@@ -43,7 +42,7 @@ def training_curves(curves: dict[str, list[float]], chance: float, *, presentati
                   annotation_position="top right")
     fig.update_xaxes(title="training step")
     fig.update_yaxes(title="cross-entropy loss", rangemode="tozero")
-    return _style(fig, "Training loss: Post-LN needs warm-up, Pre-LN does not", presentation, height=460)
+    return style.apply(fig, "Training loss: Post-LN needs warm-up, Pre-LN does not", presentation, height=460)
 
 
 def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
@@ -96,4 +95,4 @@ def grad_norm_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str, *,
         ticks, text = log_ticks(lo, hi)
         fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=text, range=_log_range(lo, hi, ticks))
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return _style(fig, label(title, 120), presentation, note, height=440)
+    return style.apply(fig, label(title, 120), presentation, note, height=440)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from tests.app.server import launch
+from devkit.server import launch
 
 
 @pytest.fixture(scope="module")

@@ -10,27 +10,25 @@ from pathlib import Path
 import pytest
 import streamlit as st
 import torch
+from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import app_test as streamlit_app_test
 
 import ui
+from devkit.apptest import app_test
 from encoder import TAPS
-from ui import settings
+from ui import pages, settings
 from ui.caches import CACHE
 
 TIMEOUT = 120
-APP = str(Path(__file__).resolve().parents[2] / "app.py")
-ROOT = Path(APP).parent
-# Every page file in views/; test_pages_are_all_registered checks each is in the app's navigation.
-PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "views").glob("*.py"))
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [entry.file for entry in pages.PAGES]  # every page script, from the registry the navigation is built from
 SMALL_POST = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2", "norm": "post"}
 SMALL_PRE = SMALL_POST | {"norm": "pre", "final_norm": "true", "activation": "gelu"}
 
 
 def start(params: dict | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    return at.run()
+    return app_test(params, TIMEOUT).run()
 
 
 def frame_of(at: AppTest) -> ui.Frame:
@@ -70,8 +68,33 @@ def fresh_caches():
 
 
 def test_pages_are_all_registered():
-    source = Path(APP).read_text()
-    assert len(PAGES) >= 9 and all(f'"{page}"' in source for page in PAGES), PAGES
+    """Every script in the page folder is in the registry, and the registry names no script that is not there."""
+    folder = {entry.file.rpartition("/")[0] for entry in pages.PAGES}
+    assert len(folder) == 1, folder
+    scripts = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / folder.pop()).glob("*.py"))
+    assert len(PAGES) >= 9 and scripts == sorted(PAGES), (scripts, PAGES)
+
+
+def test_apptest_routes_pages_as_the_live_server():
+    """devkit.apptest turns Streamlit's legacy pages/ router off after AppTest resets it, as a live server's first
+    st.navigation does: a switch to a page whose hash is a file stem still runs inside app.py."""
+    at = start(SMALL_POST)
+    at.switch_page(pages.page("diagram").file).run()
+    assert PagesManager.uses_pages_directory is False
+    assert_clean(at)
+    assert at.radio(key="w:model").value == settings.CUSTOM and "norm1" in graphviz_source(at)
+
+
+def test_a_page_script_run_alone_reruns_through_the_frame(monkeypatch):
+    """A live server's first request for /diagram runs pages/diagram.py alone (Streamlit's legacy router, which
+    AppTest without devkit's harness turns on before every run); ui.pages.show reruns it through app.py."""
+    monkeypatch.setattr(streamlit_app_test, "PagesManager", PagesManager)  # Streamlit's own: the legacy router is on
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    for key, value in SMALL_POST.items():
+        at.query_params[key] = value
+    at.switch_page(pages.page("diagram").file).run()  # before a first run AppTest names the page by its file stem
+    assert_clean(at)
+    assert at.radio(key="w:model").value == settings.CUSTOM and "norm1" in graphviz_source(at)
 
 
 def test_opens_on_pretrained_model_with_a_sentence():
@@ -117,7 +140,7 @@ def test_impossible_config_shows_the_config_error():
     at = start(SMALL_POST | {"d_model": "64", "num_heads": "3"})
     assert_clean(at)
     assert any("not divisible" in e.value for e in at.error)
-    at.switch_page("views/attention.py").run()
+    at.switch_page(pages.page("heatmaps").file).run()
     assert_clean(at)
 
 
@@ -158,9 +181,9 @@ def test_hostile_urls_fall_back_and_say_so(params):
 
 def test_dataflow_diagram_follows_the_norm_placement():
     post = start(SMALL_POST)
-    post.switch_page("views/dataflow.py").run()
+    post.switch_page(pages.page("diagram").file).run()
     pre = start(SMALL_PRE)
-    pre.switch_page("views/dataflow.py").run()
+    pre.switch_page(pages.page("diagram").file).run()
     assert_clean(post)
     assert_clean(pre)
     dot_post, dot_pre = graphviz_source(post), graphviz_source(pre)
@@ -207,15 +230,15 @@ def test_quiz_scores_and_keeps_answers_across_pages():
     from ui import quiz
 
     at = start()
-    at.switch_page("views/quiz.py").run()
+    at.switch_page(pages.page("check").file).run()
     first, second = quiz.QUESTIONS[0], quiz.QUESTIONS[1]
     at.radio(key=f"w:quiz_{first.id}").set_value(first.answer).run()
     at.radio(key=f"w:quiz_{second.id}").set_value((second.answer + 1) % len(second.options)).run()
     assert_clean(at)
     assert at.success and at.error
     assert any("Score: 1 / 8" in h.value for h in at.subheader)
-    at.switch_page("views/attention.py").run()
-    at.switch_page("views/quiz.py").run()
+    at.switch_page(pages.page("heatmaps").file).run()
+    at.switch_page(pages.page("check").file).run()
     assert at.radio(key=f"w:quiz_{first.id}").value == first.answer
 
 
@@ -223,7 +246,7 @@ def test_step_through_walks_the_placement_in_order():
     from ui.steps import layer_steps
 
     at = start(SMALL_PRE)
-    at.switch_page("views/step.py").run()
+    at.switch_page(pages.page("walkthrough").file).run()
     steps = layer_steps(frame_of(at).config)
     seen = [at.subheader[0].value]
     for _ in steps[1:]:
@@ -240,7 +263,7 @@ def test_step_through_walks_the_placement_in_order():
 def test_training_runs_are_trained_once_and_shared_with_every_session():
     params = {"train_steps": "50", "train_layers": "2"}
     at = start(params)
-    at.switch_page("views/stability.py").run()
+    at.switch_page(pages.page("warmup").file).run()
     assert_clean(at)
     n_charts = len(plotly_specs(at))
     at.button[0].click().run()
@@ -250,7 +273,7 @@ def test_training_runs_are_trained_once_and_shared_with_every_session():
     curves = [d for d in specs[n_charts]["data"] if d["type"] == "scatter"]
     assert len(curves) == 3
     other = start(params)  # a second session sees the cached runs without training
-    other.switch_page("views/stability.py").run()
+    other.switch_page(pages.page("warmup").file).run()
     assert len(plotly_specs(other)) == n_charts + 2
 
 
@@ -290,7 +313,7 @@ def test_a_failing_page_shows_one_sentence_and_the_rest_keeps_working():
 def test_compare_at_512_tokens_stays_under_3_mb_and_the_difference_map_comes_on_request():
     long = " ".join(f"w{j}" for j in range(600))  # cut at 512 tokens
     at = start({"text": long})
-    at.switch_page("views/compare.py").run()
+    at.switch_page(pages.page("side-by-side").file).run()
     assert_clean(at)
     sizes = [len(el.proto.spec) for el in at.get("plotly_chart")]
     assert sum(sizes) <= 3 * 2**20, sizes

@@ -16,11 +16,12 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import encoder
+from devkit.apptest import app_test
 from encoder.analysis import position
 from encoder.analysis.variants import variant
-from encoder.viz import figures
-from tests.app.test_app import APP, TIMEOUT, assert_clean, frame_of
-from ui import captions, settings
+from encoder.viz import attention
+from tests.app.test_app import TIMEOUT, assert_clean, frame_of
+from ui import captions, pages, settings
 
 SENTENCE = settings.DEFAULT_SENTENCE
 RELU = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "256", "num_layers": "2", "norm": "post",
@@ -102,7 +103,7 @@ def test_position_caption_calls_neighbours_similar_only_when_they_are(models, tr
 
 def test_attention_caption_and_figure_agree_on_renormalised_rows(traces):
     trace = traces["pretrained"]
-    fig = figures.attention_heatmap(trace, 3, 1, hide_special=True)
+    fig = attention.attention_heatmap(trace, 3, 1, hide_special=True)
     rows = torch.tensor(fig.data[0].z, dtype=torch.float64).sum(1)
     assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5)
     assert "renormalised" in captions.attention_caption(True, "fixed")
@@ -160,8 +161,8 @@ def test_dropout_note():
 
 
 # ----------------------------------------------------------------------------------------------- every page
-PAGES = ["views/attention.py", "views/activations.py", "views/tokens.py", "views/compare.py", "views/position.py",
-         "views/step.py"]
+PAGES = [pages.page(path).file for path in ("heatmaps", "statistics", "wordpieces", "side-by-side", "word-order",
+                                              "walkthrough")]
 
 
 def texts(at: AppTest) -> str:
@@ -177,35 +178,29 @@ def subtitles(at: AppTest) -> list[str]:
 
 @pytest.mark.parametrize("model", list(MODELS))
 def test_every_page_says_only_what_holds_for_the_model(model):
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in MODELS[model].items():
-        at.query_params[key] = value
-    at.run()
+    at = app_test(MODELS[model], TIMEOUT).run()
     trace = frame_of(at).trace
     relu = trace.config.activation == "relu"
-    for page in [*PAGES, "views/dataflow.py", "views/stability.py", "views/quiz.py"]:
+    for page in [*PAGES, pages.page("diagram").file, pages.page("warmup").file, pages.page("check").file]:
         at.switch_page(page).run()
         assert_clean(at)
         said = texts(at)
-        assert ("ReLU sets every negative input" in said) == (relu and page == "views/activations.py"), page
+        assert ("ReLU sets every negative input" in said) == (relu and page == pages.page("statistics").file), page
         assert "near mean 0 / std 1" not in said and "sit near" not in said, page
-        if page in ("views/position.py",) and trace.config.positional != "none":
+        if page in (pages.page("word-order").file,) and trace.config.positional != "none":
             assert ("Nearby positions have more similar" in said) == (model != "custom-gelu"), (page, said)
-        if page == "views/compare.py":
+        if page == pages.page("side-by-side").file:
             assert ("never trained that way" in said) == (model == "pretrained"), said
         assert not any("dropout on" in s for s in subtitles(at)), page  # eval mode: nothing says dropout is on
 
 
 # Pages whose figures show this forward pass (dropout changes them) and pages that show weights or eval-mode checks.
-ACTIVATION_PAGES = ["views/attention.py", "views/activations.py", "views/compare.py", "views/step.py"]
+ACTIVATION_PAGES = [pages.page(path).file for path in ("heatmaps", "statistics", "side-by-side", "walkthrough")]
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_training_mode_figures_say_dropout_is_on(page):
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in (RELU | {"train": "true"}).items():
-        at.query_params[key] = value
-    at.run()
+    at = app_test(RELU | {"train": "true"}, TIMEOUT).run()
     at.switch_page(page).run()
     assert_clean(at)
     subs = subtitles(at)
@@ -217,10 +212,7 @@ def test_training_mode_figures_say_dropout_is_on(page):
 
 
 def test_impossible_config_is_said_once_with_values_the_sliders_offer():
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for key, value in (RELU | {"d_model": "64", "num_heads": "3"}).items():
-        at.query_params[key] = value
-    at.run()
+    at = app_test(RELU | {"d_model": "64", "num_heads": "3"}, TIMEOUT).run()
     assert_clean(at)
     errors = [e.value.replace("\\", "") for e in at.error]
     assert len(errors) == 1 and "not divisible" in errors[0], errors

@@ -14,9 +14,9 @@ import urllib.parse
 
 import pytest
 
-from benchmarks.loadgen import Report, run_load
 from deploy.cluster import Deployment, deployment, established
-from tests.app.server import wait_ready
+from devkit.loadgen import Report, run_load
+from devkit.server import wait_ready
 
 pytestmark = pytest.mark.deploy
 

@@ -18,10 +18,11 @@ import pytest
 import torch
 from playwright.sync_api import Page, expect
 
+from devkit.hostile_inputs import BY_ID, EMPTY_IDS, IDS
+from devkit.server import COUNT_RUNS
 from encoder import load_pretrained, run
 from tests.app import test_browser
 from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, new_page, query, settle
-from tests.hostile_inputs import BY_ID, EMPTY_IDS, IDS
 from ui import headview, payload, settings
 
 app = test_browser.app  # the browser tests' server fixture; `browser` comes from conftest.py
@@ -203,16 +204,6 @@ def test_hover_switch_and_average_draw_the_traces_weights_and_reach_the_url(page
 
 
 # Counts script runs from now on: each time the app's script state turns "running" (also used by the benchmark).
-COUNT_RUNS = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  window.__runs = 0;
-  let last = app.getAttribute('data-test-script-state');
-  new MutationObserver(() => {
-    const now = app.getAttribute('data-test-script-state');
-    if (now === 'running' && last !== 'running') window.__runs += 1;
-    last = now;
-  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-}"""
 
 
 # Click a layer; when its lines are drawn, the script runs so far and the walkthrough's headings.

@@ -20,11 +20,12 @@ import pytest
 from PIL import Image
 from playwright.sync_api import Page
 
+from devkit.hostile_inputs import BY_ID, MARKUP_IDS
+from devkit.server import COUNT_RUNS
 from encoder import load_pretrained, run
-from encoder.viz import figures
+from encoder.viz import attention, export, style
 from tests.app import test_browser, test_headview
 from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, settle
-from tests.hostile_inputs import BY_ID, MARKUP_IDS
 from ui import payload
 
 app = test_browser.app  # the browser tests' server fixture; `browser` comes from conftest.py
@@ -61,18 +62,6 @@ HOVER_JS = f"""(cells) => {{
     return {{...read.dataset, text: read.textContent}};
   }});
 }}"""
-# Counts script runs and when each started, from now on.
-COUNT_RUNS = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  window.__runs = 0;
-  window.__runStarts = [];
-  let last = app.getAttribute('data-test-script-state');
-  new MutationObserver(() => {
-    const now = app.getAttribute('data-test-script-state');
-    if (now === 'running' && last !== 'running') { window.__runs += 1; window.__runStarts.push(performance.now()); }
-    last = now;
-  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-}"""
 CLICK_JS = f"""(sel) => {{ {HM}().querySelector(sel).click(); return performance.now(); }}"""
 
 
@@ -144,7 +133,7 @@ def test_labels_never_overprint_and_the_map_fits_the_screen(page, app, width, he
     page.set_viewport_size({"width": width, "height": height})
     s = open_map(page, app, {"text": TEXT, "present": str(present).lower()})
     size = min(s["fonts"])
-    assert size >= (figures.MIN_PRESENT_FONT if present else 11), s["fonts"]
+    assert size >= (style.MIN_PRESENT_FONT if present else 11), s["fonts"]
     # Along the axis, in order: y labels' centres; x labels' right ends (each turned -45° about its end at the tick).
     for axis, (lo, hi) in (("y", (1, 3)), ("x", (2, 2))):
         centres = [(b[lo] + b[hi]) / 2 for b in s[axis]]
@@ -183,8 +172,8 @@ def test_png_export_is_named_like_the_chart_and_other_options_keep_plotly(page, 
     with page.expect_download() as png:
         page.locator(".hm button", has_text="PNG").click()
     assert open(png.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    tag = figures.model_tag(trace.config, "pretrained")
-    assert png.value.suggested_filename == figures.export_name(trace, "attention", "L2", "H5", model=tag) + ".png"
+    tag = export.model_tag(trace.config, "pretrained")
+    assert png.value.suggested_filename == export.export_name(trace, "attention", "L2", "H5", model=tag) + ".png"
     for option in ({"avg": "true"}, {"hide_special": "true"}):  # drawn by plotly, as up to 128 tokens
         page.goto(app.link("/", {"text": TEXT} | option))
         settle(page)
@@ -210,7 +199,7 @@ def test_colour_scales_are_drawn_in_the_browser(page, app, trace, scale):
     pixels = np.asarray(Image.open(io.BytesIO(base64.b64decode(got["png"].split(",", 1)[1]))).convert("RGB"), int)
     darkest = np.array(top_colour())
     w = trace.attention[0, 0].numpy()
-    _, _, top, bar = figures.colour_scale(w, scale)
+    _, _, top, bar = attention.colour_scale(w, scale)
     assert got["bar"] == bar
     hits = (np.abs(pixels - darkest).max(-1) <= 1)
     if scale == "row":
@@ -222,4 +211,4 @@ def test_colour_scales_are_drawn_in_the_browser(page, app, trace, scale):
 
 def top_colour() -> tuple[int, int, int]:
     """The colour at the top of the attention scale (weight = the scale's maximum)."""
-    return plotly.colors.unlabel_rgb(plotly.colors.get_colorscale(figures.ATTENTION_SCALE)[-1][1])
+    return plotly.colors.unlabel_rgb(plotly.colors.get_colorscale(style.ATTENTION_SCALE)[-1][1])

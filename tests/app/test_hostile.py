@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import encoder
-from encoder.viz import diagram, figures
+from devkit.hostile_inputs import EMPTY_IDS, HOSTILE, IDS, TEXTS
+from encoder.viz import attention, diagram
 from tests.app.test_app import PAGES, assert_clean, clear_caches, frame_of, start
-from tests.hostile_inputs import EMPTY_IDS, HOSTILE, IDS, TEXTS
 from ui import settings
 
 SMALL = encoder.EncoderConfig(d_model=32, num_heads=4, d_ff=64, num_layers=2)
@@ -41,7 +41,7 @@ def test_user_text_never_becomes_markup_in_figures_or_dot(models, text):
     if not text.strip():
         return
     trace = encoder.run(models[0], text[:2000])
-    spec = figures.attention_heatmap(trace, 0, 0).to_json()
+    spec = attention.attention_heatmap(trace, 0, 0).to_json()
     for tag in ("<script", "<b>", "<img", "<style"):
         assert tag not in spec.lower()
     dot = diagram.layer_diagram(trace.config, stats=trace.stats(), title=text).source

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from playwright.async_api import async_playwright
 
-from tests.app.server import CHROMIUM_ARGS, READY, require_chromium, streamlit_server
+from devkit.server import CHROMIUM_ARGS, READY, require_chromium, streamlit_server
 from tests.app.test_browser import EXCEPTION, HEATMAP_JS, SERVER_ENV, WAIT_HEATMAP_JS, App, ServerLog, heatmap_labels
 from ui import settings
 

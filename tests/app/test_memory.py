@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import sync_playwright
 
+from devkit.server import ServerLog, launch, streamlit_server, wait_ready
 from encoder import EncoderConfig
-from tests.app.server import ServerLog, launch, streamlit_server, wait_ready
 from ui import settings
 from ui.caches import CACHE_FACTOR
 from ui.resources import estimate_bytes

@@ -18,9 +18,10 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from encoder.viz.figures import MIN_PRESENT_FONT
-from tests.app.server import READY, ROOT, streamlit_server
+from devkit.server import READY, streamlit_server
+from encoder.viz.style import MIN_PRESENT_FONT
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
+from ui import pages
 
 VIEWPORTS = [(1280, 720), (1024, 768)]
 WIDE = [(1024, 768), (1440, 900), (1920, 1080)]  # laptop and desktop screens, not presenting
@@ -30,17 +31,7 @@ WHOLE_TITLES_FROM = 1440
 LOAD_MS = 180_000  # a page that computes on open (Training stability's gradients) on a busy 2-core machine
 
 
-def page_paths() -> list[str]:
-    """Every page's URL path, from app.py's PAGES (the default page is "")."""
-    source = (ROOT / "app.py").read_text(encoding="utf-8")
-    paths = []
-    for m in re.finditer(r'st\.Page\("([^"]+)"[^)]*?url_path="([^"]+)"([^)]*)\)', source):
-        if (ROOT / m.group(1)).exists():
-            paths.append("" if "default=True" in m.group(3) else m.group(2))
-    return paths
-
-
-PATHS = page_paths()
+PATHS = ["" if entry.default else entry.path for entry in pages.PAGES]  # URL paths; the default page is ""
 MAIN = '[data-testid="stMain"]'
 # The head view (Inside a head) is a custom component: Streamlit 1.67 wraps it in stBidiComponentIsolated.
 FIGURE = (f'{MAIN} :is([data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"], '

@@ -14,8 +14,8 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from encoder.viz.figures import MIN_PRESENT_FONT
-from tests.app.server import launch, streamlit_server
+from devkit.server import launch, streamlit_server
+from encoder.viz.style import MIN_PRESENT_FONT
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
 from tests.app.test_projector import CUT_JS, FIT_JS, LOAD_MS, MAIN, VIEWPORTS
 

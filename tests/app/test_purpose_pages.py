@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.app.server import READY, launch, streamlit_server
+from devkit.hostile_inputs import EMPTY_IDS, HOSTILE, IDS
+from devkit.server import READY, launch, streamlit_server
 from tests.app.test_app import SMALL_POST, SMALL_PRE, assert_clean, clear_caches, start
-from tests.hostile_inputs import EMPTY_IDS, HOSTILE, IDS
-from ui import purpose
+from ui import pages, purpose
 from ui.state import STORE
 
-EMBEDDINGS, TRAJECTORIES, KNOCKOUT = "views/embeddings.py", "views/trajectories.py", "views/knockout.py"
+EMBEDDINGS, TRAJECTORIES, KNOCKOUT = pages.page("embeddings").file, pages.page("trajectories").file, pages.page("knockout").file
 PAGES = [EMBEDDINGS, TRAJECTORIES, KNOCKOUT]
 SMALL_NONE = {"model": "custom", "d_model": "32", "num_heads": "4", "d_ff": "64", "num_layers": "2",
               "positional": "none"}

@@ -9,7 +9,8 @@ import torch
 
 from encoder import EncoderConfig, build_model, run
 from encoder.trace import Trace
-from ui.quiz import PAGES, QUESTIONS, check, question, score
+from ui import pages
+from ui.quiz import QUESTIONS, check, question, score
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPICS = ["attention", "layers", "ffn", "residual", "encoder_only", "output", "layernorm", "bidirectional"]
@@ -26,7 +27,7 @@ def test_eight_questions_on_the_seed_topics_each_well_formed():
     for q in QUESTIONS:
         assert 0 <= q.answer < len(q.options) and len(q.options) == 4
         assert len(set(q.options)) == len(q.options)
-        assert q.page in PAGES and q.prompt.endswith("?")
+        assert q.page in pages.BY_PATH and q.prompt.endswith("?")
         assert q.explanation and q.demo.endswith(".")
 
 
@@ -108,7 +109,6 @@ def test_live_facts_would_catch_pre_ln():
 
 
 def test_every_question_links_to_a_registered_page():
-    app = (ROOT / "app.py").read_text()
     for q in QUESTIONS:
-        path, title = PAGES[q.page]
-        assert f'"{path}"' in app and f'title="{title}"' in app, (q.id, path, title)
+        shows = pages.page(q.page)
+        assert (ROOT / shows.file).is_file() and shows.title, (q.id, shows)

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from tests.app.server import streamlit_server
+from devkit.server import streamlit_server
 from tests.app.walk import (
     LOAD_S,
     PAGES,

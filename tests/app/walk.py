@@ -8,7 +8,6 @@ URL holds (or of the default when the URL leaves it out).
 
 from __future__ import annotations
 
-import ast
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -18,9 +17,9 @@ from typing import Any
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from encoder.viz.diagram import printable
-from tests.app.server import READY, ROOT, ServerLog
-from ui import quiz, settings
+from devkit.server import READY, ServerLog
+from encoder.viz.text import printable
+from ui import pages, quiz, settings
 from ui.purpose import ablate_label
 from ui.settings import SETTINGS
 
@@ -34,18 +33,8 @@ NO_RUN_S = 1.0  # an action that starts no script run within this long started n
 
 
 
-def app_pages() -> dict[str, str]:
-    """url path -> page title, read from app.py's st.Page(...) calls (the default page is served at "/")."""
-    pages = {}
-    for node in ast.walk(ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Page":
-            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-            pages["/" if kw.get("default") else "/" + kw["url_path"]] = kw["title"]
-    return pages
-
-
-PAGES = app_pages()
-PATH_ALIASES = {"/" + p: "/" for p in ("heatmaps",)}  # the default page's own path
+PAGES = {entry.url: entry.title for entry in pages.PAGES}  # URL path -> the sidebar's title, from the registry
+PATH_ALIASES = {f"/{entry.path}": entry.url for entry in pages.PAGES if entry.default}  # "/" answers here too
 SMALL = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2"}
 BROKEN = ("This view ran into a problem", "This app has encountered an error")
 MODEL_NAMES = {settings.PRETRAINED: settings.PRETRAINED_LABEL, settings.CUSTOM: settings.CUSTOM_LABEL}

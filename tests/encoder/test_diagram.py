@@ -9,7 +9,7 @@ import pytest
 import encoder
 from encoder import TAPS
 from encoder.model import flow_edges, flow_order
-from encoder.viz import diagram, figures
+from encoder.viz import diagram, style
 
 MINILM = encoder.EncoderConfig(d_model=384, num_heads=12, d_ff=1536, num_layers=6, activation="gelu")
 HOSTILE_TITLES = ['say "hi"', "back\\slash", "trailing\\", "}", "a -> b", "<b>bold</b>", "<<TABLE>>", "\\N \\G \\l",
@@ -253,12 +253,12 @@ def test_compact_overlay_shows_short_numbers(trace):
 def test_compact_drawing_is_small_enough_to_draw_large(cfg):
     """At the scale where its 11 pt text is 14 px on screen, the drawing fits DIAGRAM_HEIGHT and 420 px (a half
     column of a 1024-wide projector); the full drawing would need more than twice the height."""
-    scale = figures.MIN_PRESENT_FONT / float(diagram.COMPACT_FONT)  # px per pt
+    scale = style.MIN_PRESENT_FONT / float(diagram.COMPACT_FONT)  # px per pt
     for seq in (None, 16):
         compact = json.loads(dot(diagram.layer_diagram(cfg, seq=seq, compact=True), "json"))["bb"]
         full = json.loads(dot(diagram.layer_diagram(cfg, seq=seq), "json"))["bb"]
         width, height = (float(v) for v in compact.split(",")[2:])
-        assert height * scale <= figures.DIAGRAM_HEIGHT and width * scale <= 420, (width, height)
+        assert height * scale <= style.DIAGRAM_HEIGHT and width * scale <= 420, (width, height)
         assert 2 * height < float(full.split(",")[3])
 
 

@@ -12,7 +12,7 @@ import torch
 
 import encoder
 from encoder.model import flow_order
-from encoder.viz import figures
+from encoder.viz import activations, attention, export, similarity, style
 
 SENTENCE = "The cat sat on the mat."
 HOSTILE_TOKENS = ["[CLS]", "<b>x</b>", "a&b", "<a href='javascript:alert(1)'>y</a>", "the", "the", "<br>", "mat", "[SEP]"]
@@ -57,27 +57,27 @@ def strings(obj: object) -> list[str]:
 
 def test_heatmap_z_is_the_heads_attention(small):
     for layer, head in ((0, 0), (1, 3)):
-        fig = figures.attention_heatmap(small, layer, head)
+        fig = attention.attention_heatmap(small, layer, head)
         np.testing.assert_array_equal(np.asarray(fig.data[0].z), small.attention[layer, head].numpy())
         assert f"layer {layer}" in fig.layout.title.text and f"head {head}" in fig.layout.title.text
 
 
 def test_colour_range_is_fixed_to_0_1(small):
-    hm = figures.attention_heatmap(small, 0, 1).data[0]
+    hm = attention.attention_heatmap(small, 0, 1).data[0]
     assert (hm.zmin, hm.zmax) == (0, 1)
-    for fig in (figures.attention_grid(small, 0), figures.model_view(small)):
+    for fig in (attention.attention_grid(small, 0), attention.model_view(small)):
         assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0, 1)
         assert all(t.coloraxis == "coloraxis" for t in fig.data)
 
 
 def test_head_none_is_the_average_of_heads(small):
-    fig = figures.attention_heatmap(small, 1, None)
+    fig = attention.attention_heatmap(small, 1, None)
     np.testing.assert_allclose(np.asarray(fig.data[0].z), small.attention[1].mean(0).numpy(), rtol=1e-6)
     assert "average of 4 heads" in fig.layout.title.text
 
 
 def test_repeated_tokens_keep_their_own_rows(small):
-    fig = figures.attention_heatmap(small, 0, 0)
+    fig = attention.attention_heatmap(small, 0, 0)
     assert len(set(fig.data[0].x)) == len(set(fig.data[0].y)) == small.seq_len
     assert list(fig.layout.xaxis.ticktext).count("the") == 2
     # no square-cell constraint: the map fills the plot area, so the colour bar (len 1) is exactly as tall as it
@@ -86,37 +86,37 @@ def test_repeated_tokens_keep_their_own_rows(small):
 
 
 def test_hide_special_drops_cls_and_sep_and_renormalises_the_rows(small):
-    fig = figures.attention_heatmap(small, 0, 2, hide_special=True)
+    fig = attention.attention_heatmap(small, 0, 2, hide_special=True)
     z = np.asarray(fig.data[0].z, dtype=np.float64)
     kept = small.attention[0, 2, 1:-1, 1:-1].double().numpy()
     np.testing.assert_allclose(z, kept / kept.sum(1, keepdims=True), rtol=1e-5)
     np.testing.assert_allclose(z.sum(1), 1, atol=1e-5)
     assert "[CLS]" not in fig.layout.xaxis.ticktext and "[SEP]" not in fig.layout.yaxis.ticktext
     assert "rows renormalised" in fig.layout.title.text
-    table = figures.attention_table(small, 0, 2, hide_special=True)
+    table = attention.attention_table(small, 0, 2, hide_special=True)
     assert not set(table["query_token"]) & {"[CLS]", "[SEP]"}
     assert table.groupby("query_position")["weight"].sum().to_numpy() == pytest.approx(1, abs=1e-5)
-    assert json.loads(figures.attention_json(small, 0, 2, hide_special=True))["rows_renormalised"] is True
+    assert json.loads(attention.attention_json(small, 0, 2, hide_special=True))["rows_renormalised"] is True
 
 
 def test_colour_scales(small):
     w = small.attention[1, 0].numpy()
-    auto = figures.attention_heatmap(small, 1, 0, scale="auto").data[0]
+    auto = attention.attention_heatmap(small, 1, 0, scale="auto").data[0]
     assert (auto.zmin, auto.zmax) == (0, pytest.approx(w.max())) and "auto" in auto.colorbar.title.text
-    row = figures.attention_heatmap(small, 1, 0, scale="row").data[0]
+    row = attention.attention_heatmap(small, 1, 0, scale="row").data[0]
     z = np.asarray(row.z)
     np.testing.assert_allclose(z.max(1), 1, rtol=1e-6)
     np.testing.assert_allclose(z * w.max(1, keepdims=True), w, rtol=1e-5)
     np.testing.assert_allclose(np.asarray(row.customdata), w)  # hover still shows the true weight
-    grid = figures.attention_grid(small, 1, scale="auto")
+    grid = attention.attention_grid(small, 1, scale="auto")
     assert grid.layout.coloraxis.cmax == pytest.approx(small.attention[1].numpy().round(3).max())
     with pytest.raises(ValueError, match="scale='loud'"):
-        figures.attention_heatmap(small, 0, 0, scale="loud")
+        attention.attention_heatmap(small, 0, 0, scale="loud")
 
 
 def test_attention_pair_shares_one_colour_bar_and_splits_the_width(small, pre):
     twin = dataclasses.replace(pre, attention=pre.attention[:2])  # same tokens, two layers
-    fig = figures.attention_pair({"Post-LN": small, "Pre-LN": twin}, 1, 2)
+    fig = attention.attention_pair({"Post-LN": small, "Pre-LN": twin}, 1, 2)
     assert [t.coloraxis for t in fig.data] == ["coloraxis"] * 2 and fig.layout.coloraxis.colorbar.len == 1
     for axis in (fig.layout.xaxis, fig.layout.xaxis2):
         assert axis.domain[1] - axis.domain[0] >= 0.45
@@ -125,39 +125,39 @@ def test_attention_pair_shares_one_colour_bar_and_splits_the_width(small, pre):
 
 def test_presentation_figures_fit_a_projector_with_readable_labels(small, long_trace):
     for trace in (small, long_trace):
-        fig = figures.attention_heatmap(trace, 0, 0, presentation=True)
-        assert fig.layout.height <= figures.PRESENT_HEIGHT
-        assert fig.layout.xaxis.tickfont.size >= figures.MIN_PRESENT_FONT and fig.layout.font.size >= 14
+        fig = attention.attention_heatmap(trace, 0, 0, presentation=True)
+        assert fig.layout.height <= style.PRESENT_HEIGHT
+        assert fig.layout.xaxis.tickfont.size >= style.MIN_PRESENT_FONT and fig.layout.font.size >= 14
         shown = len(fig.layout.yaxis.tickvals or [])
         # labels never overprint: at most one per 1.4 label heights of the plot area
         assert shown * 1.4 * fig.layout.yaxis.tickfont.size <= fig.layout.height
-    assert figures.tensor_heatmap(torch.randn(40, 64), ["w"] * 40, "x", presentation=True).layout.height <= 600
+    assert activations.tensor_heatmap(torch.randn(40, 64), ["w"] * 40, "x", presentation=True).layout.height <= 600
 
 
 def test_training_mode_figures_say_dropout_is_on(small):
     on = dataclasses.replace(small, train=True)
-    for build in (lambda t: figures.attention_heatmap(t, 0, 0), lambda t: figures.attention_grid(t, 0),
-                  lambda t: figures.tap_histogram(t, 0, "ffn"), lambda t: figures.residual_norms({"m": t})):
+    for build in (lambda t: attention.attention_heatmap(t, 0, 0), lambda t: attention.attention_grid(t, 0),
+                  lambda t: activations.tap_histogram(t, 0, "ffn"), lambda t: activations.residual_norms({"m": t})):
         assert "dropout on" in build(on).layout.title.subtitle.text
         assert "dropout on" not in (build(small).layout.title.subtitle.text or "")
 
 
 def test_grid_and_model_view_are_single_figures(small):
-    grid = figures.attention_grid(small, 1)
+    grid = attention.attention_grid(small, 1)
     assert len(grid.data) == small.num_heads and {t.type for t in grid.data} == {"heatmap"}
     np.testing.assert_allclose(np.asarray(grid.data[3].z), small.attention[1, 3].numpy().round(3), atol=1e-6)
-    view = figures.model_view(small)
+    view = attention.model_view(small)
     assert len(view.data) == small.num_layers * small.num_heads
     assert len({t.xaxis for t in view.data}) == len(view.data)  # each map on its own axes
     np.testing.assert_allclose(np.asarray(view.data[5].z), small.attention[1, 1].numpy().round(3), atol=1e-6)
 
 
 @pytest.mark.parametrize("build", [
-    lambda t: figures.attention_heatmap(t, 0, 1),
-    lambda t: figures.attention_heatmap(t, 1, None, hide_special=True, presentation=True),
-    lambda t: figures.attention_grid(t, 1),
-    lambda t: figures.attention_grid(t, 0, hide_special=True, presentation=True),
-    lambda t: figures.model_view(t),
+    lambda t: attention.attention_heatmap(t, 0, 1),
+    lambda t: attention.attention_heatmap(t, 1, None, hide_special=True, presentation=True),
+    lambda t: attention.attention_grid(t, 1),
+    lambda t: attention.attention_grid(t, 0, hide_special=True, presentation=True),
+    lambda t: attention.model_view(t),
 ], ids=["head", "average-hidden-presentation", "grid", "grid-hidden-presentation", "model-view"])
 def test_unvalidated_attention_figures_equal_validated_ones(small, build):
     """The attention figures skip plotly.py's validation for speed: rebuilt with validation, every property is
@@ -170,7 +170,7 @@ def test_unvalidated_attention_figures_equal_validated_ones(small, build):
 
 def test_model_view_of_12x12_at_512_tokens_is_small(long_trace):
     assert long_trace.seq_len == 512
-    fig = figures.model_view(long_trace)
+    fig = attention.model_view(long_trace)
     assert len(fig.data) == 144
     size = len(fig.to_json())
     assert size < 3_000_000, f"model view JSON is {size:,} bytes"
@@ -183,11 +183,11 @@ def test_model_view_of_12x12_at_512_tokens_is_small(long_trace):
 
 def test_user_text_never_reaches_a_label_as_markup(hostile):
     figs = [
-        figures.attention_heatmap(hostile, 0, 0), figures.attention_heatmap(hostile, 1, None, hide_special=True),
-        figures.attention_grid(hostile, 0), figures.model_view(hostile), figures.token_norms(hostile, 0, "attn"),
-        figures.tensor_heatmap(hostile.taps[0]["ffn"], hostile.tokens, "<b>title</b>"),
-        figures.attention_difference(hostile.attention[0, 0], hostile.attention[1, 0], hostile.tokens, "Δ"),
-        figures.residual_norms({"<b>x</b>": hostile}),
+        attention.attention_heatmap(hostile, 0, 0), attention.attention_heatmap(hostile, 1, None, hide_special=True),
+        attention.attention_grid(hostile, 0), attention.model_view(hostile), activations.token_norms(hostile, 0, "attn"),
+        activations.tensor_heatmap(hostile.taps[0]["ffn"], hostile.tokens, "<b>title</b>"),
+        attention.attention_difference(hostile.attention[0, 0], hostile.attention[1, 0], hostile.tokens, "Δ"),
+        activations.residual_norms({"<b>x</b>": hostile}),
     ]
     for fig in figs:
         text = strings(json.loads(fig.to_json()))
@@ -199,26 +199,26 @@ def test_user_text_never_reaches_a_label_as_markup(hostile):
 
 
 def test_export_name_and_png_config(small, hostile):
-    assert (figures.export_name(small, "attention", "L2", "H5", model=figures.model_tag(small.config, "pretrained"))
+    assert (export.export_name(small, "attention", "L2", "H5", model=export.model_tag(small.config, "pretrained"))
             == "all-MiniLM-L6-v2_attention_L2_H5_the-cat-sat-on")
-    assert (figures.export_name(small, "attention", "L2", "H5")
+    assert (export.export_name(small, "attention", "L2", "H5")
             == "custom-post-relu-d64-h4-L2_attention_L2_H5_the-cat-sat-on")
-    assert figures.model_tag(small.config, "ckpt:my bert") == "my-bert"
-    for name in (figures.export_name(hostile, "L0", "../x y"), figures.export_name(hostile)):
+    assert export.model_tag(small.config, "ckpt:my bert") == "my-bert"
+    for name in (export.export_name(hostile, "L0", "../x y"), export.export_name(hostile)):
         assert re.fullmatch(r"[A-Za-z0-9_-]{1,140}", name), name
-    cfg = figures.png_config("a/b c<>&.png" * 20)
+    cfg = export.png_config("a/b c<>&.png" * 20)
     opts = cfg["toImageButtonOptions"]
     assert opts["format"] == "png" and opts["scale"] >= 3 and cfg["displaylogo"] is False
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,80}", opts["filename"])
 
 
 def test_attention_table_and_json_hold_the_weights(hostile):
-    table = figures.attention_table(hostile, 1, 2)
+    table = attention.attention_table(hostile, 1, 2)
     T = hostile.seq_len
     assert len(table) == T * T and list(table.columns[:2]) == ["query_position", "query_token"]
     np.testing.assert_allclose(table["weight"].to_numpy().reshape(T, T), hostile.attention[1, 2].numpy(), rtol=1e-6)
     assert table.loc[T, "query_token"] == "<b>x</b>"  # data files keep the raw tokens
-    data = json.loads(figures.attention_json(hostile, 1, None))
+    data = json.loads(attention.attention_json(hostile, 1, None))
     assert data["head"] is None and data["tokens"] == HOSTILE_TOKENS
     np.testing.assert_allclose(data["weights"], hostile.attention[1].mean(0).numpy(), atol=1e-6)
 
@@ -226,7 +226,7 @@ def test_attention_table_and_json_hold_the_weights(hostile):
 def test_tap_profile_follows_the_data_flow_and_flags_nan(small, pre):
     for trace in (small, pre):
         stats = trace.stats()
-        fig = figures.tap_profile(stats, 1, trace.config.norm)
+        fig = activations.tap_profile(stats, 1, trace.config.norm)
         rms = next(t for t in fig.data if t.name == "RMS")
         assert list(rms.x) == list(flow_order(trace.config.norm))
         expected = stats[stats.layer == 1].set_index("tap").loc[list(rms.x), "rms"]
@@ -234,13 +234,13 @@ def test_tap_profile_follows_the_data_flow_and_flags_nan(small, pre):
         assert "NaN" not in fig.layout.title.text
     stats = small.stats()
     stats.loc[(stats.layer == 1) & (stats.tap == "ffn"), "nonfinite"] = 7
-    fig = figures.tap_profile(stats, 1)
+    fig = activations.tap_profile(stats, 1)
     flag = next(t for t in fig.data if t.name == "NaN/Inf")
     assert list(flag.x) == ["ffn"] and "NaN/Inf: 7" in flag.text and "'ffn'" in fig.layout.title.text
 
 
 def test_residual_norms_one_line_per_trace(small, pre):
-    fig = figures.residual_norms({"Post-LN": small, "Pre-LN": pre})
+    fig = activations.residual_norms({"Post-LN": small, "Pre-LN": pre})
     assert [t.name for t in fig.data] == ["Post-LN", "Pre-LN"]
     for line, trace in zip(fig.data, (small, pre), strict=True):
         np.testing.assert_allclose(line.y, trace.hidden_states.double().norm(dim=-1).mean(-1).numpy())
@@ -250,7 +250,7 @@ def test_residual_norms_one_line_per_trace(small, pre):
 
 
 def test_token_norms_are_per_token_l2(small):
-    fig = figures.token_norms(small, 1, "ffn_hidden")
+    fig = activations.token_norms(small, 1, "ffn_hidden")
     np.testing.assert_allclose(fig.data[0].y, small.taps[1]["ffn_hidden"].double().norm(dim=-1).numpy())
 
 
@@ -260,28 +260,28 @@ def test_histogram_counts_finite_values_and_reports_dropped(small):
     bad[0, 0], bad[2, 5] = float("nan"), float("inf")
     taps[1]["ffn"] = bad
     trace = dataclasses.replace(small, taps=taps)
-    fig = figures.tap_histogram(trace, 1, "ffn", bins=30)
+    fig = activations.tap_histogram(trace, 1, "ffn", bins=30)
     assert int(np.sum(fig.data[0].y)) == bad.numel() - 2 and len(fig.data[0].y) == 30
     assert "2 NaN/Inf dropped" in fig.layout.title.text
-    assert "dropped" not in figures.tap_histogram(small, 1, "ffn").layout.title.text
-    assert "NaN/Inf" in figures.token_norms(trace, 1, "ffn").layout.title.text
+    assert "dropped" not in activations.tap_histogram(small, 1, "ffn").layout.title.text
+    assert "NaN/Inf" in activations.token_norms(trace, 1, "ffn").layout.title.text
 
 
 def test_tensor_heatmap_is_centred_and_downsampled():
     x = torch.randn(5, 2000)
-    fig = figures.tensor_heatmap(x, list("abcde"), "values")
+    fig = activations.tensor_heatmap(x, list("abcde"), "values")
     hm = fig.data[0]
     z = np.asarray(hm.z)
     assert z.shape[0] == 5 and z.shape[1] <= 512 and hm.zmid == 0 and hm.zmin == -hm.zmax
     assert abs(z[0, 0] - x[0, :4].double().mean().item()) < 1e-5  # first block of ~3.9 columns -> 4
-    small = figures.tensor_heatmap(x[:, :8], list("abcde"), "values").data[0]
+    small = activations.tensor_heatmap(x[:, :8], list("abcde"), "values").data[0]
     np.testing.assert_allclose(np.asarray(small.z), x[:, :8].numpy(), rtol=1e-6)
 
 
 def test_positional_tables(small):
     table = encoder.model.sinusoidal_table(small.seq_len, 16)
-    np.testing.assert_allclose(np.asarray(figures.positional_heatmap(table, "PE").data[0].z), table.numpy(), atol=1e-6)
-    sim = figures.position_similarity(table).data[0]
+    np.testing.assert_allclose(np.asarray(activations.positional_heatmap(table, "PE").data[0].z), table.numpy(), atol=1e-6)
+    sim = similarity.position_similarity(table).data[0]
     z = np.asarray(sim.z)
     assert z.shape == (small.seq_len,) * 2 and (sim.zmin, sim.zmax) == (-1, 1)
     np.testing.assert_allclose(np.diag(z), 1, atol=1e-6)
@@ -290,26 +290,26 @@ def test_positional_tables(small):
 
 def test_attention_difference_is_symmetric_around_zero(small):
     a, b = small.attention[0, 0], small.attention[1, 2]
-    hm = figures.attention_difference(a, b, small.tokens, "layer 0 minus layer 1").data[0]
+    hm = attention.attention_difference(a, b, small.tokens, "layer 0 minus layer 1").data[0]
     np.testing.assert_allclose(np.asarray(hm.z), (a - b).numpy(), atol=1e-6)
     assert hm.zmax == pytest.approx((a - b).abs().max().item()) and hm.zmin == -hm.zmax
     with pytest.raises(ValueError, match="Expected two"):
-        figures.attention_difference(a, b[:3, :3], small.tokens, "x")
+        attention.attention_difference(a, b[:3, :3], small.tokens, "x")
 
 
 def test_presentation_mode_uses_larger_fonts(small):
-    normal = figures.attention_heatmap(small, 0, 0).layout
-    big = figures.attention_heatmap(small, 0, 0, presentation=True).layout
+    normal = attention.attention_heatmap(small, 0, 0).layout
+    big = attention.attention_heatmap(small, 0, 0, presentation=True).layout
     assert big.font.size > normal.font.size and big.title.font.size > normal.title.font.size
 
 
 def test_out_of_range_requests_raise_value_error(small):
     with pytest.raises(ValueError, match="layer=2"):
-        figures.attention_heatmap(small, 2, 0)
+        attention.attention_heatmap(small, 2, 0)
     with pytest.raises(ValueError, match="head=4"):
-        figures.attention_table(small, 0, 4)
+        attention.attention_table(small, 0, 4)
     with pytest.raises(ValueError, match="tap='nope'"):
-        figures.token_norms(small, 0, "nope")
+        activations.token_norms(small, 0, "nope")
 
 
 def test_log_axis_ticks_read_as_their_values():

@@ -5,10 +5,10 @@ import streamlit as st
 
 import ui
 from encoder.analysis import embeddings
-from encoder.viz import figures
+from encoder.viz import export
 from encoder.viz import purpose as fig
-from encoder.viz.diagram import printable
-from ui import purpose
+from encoder.viz.text import label, printable
+from ui import pages, purpose
 
 FOLLOW_KEY = "ms:follow"  # the multiselect's own key; the setting lives in the store as "follow"
 
@@ -30,10 +30,10 @@ def trajectories_view() -> None:
     chosen = choose_tokens(trace.tokens)
     highlight = [i for word in chosen for i, t in enumerate(trace.tokens) if t == word]  # colours follow this order
     points, shares = purpose.get_trajectories(fr)  # (depth, seq, 2), the two components' shares of the variance
-    name = figures.export_name(trace, "trajectories")
-    subtitle = f"“{figures.label(' '.join(trace.text.split()), 90)}”"
+    name = export.export_name(trace, "trajectories")
+    subtitle = f"“{label(' '.join(trace.text.split()), 90)}”"
     st.plotly_chart(fig.trajectories(points, trace.tokens, highlight, shares, subtitle=subtitle, presentation=fr.present),
-                    config=figures.png_config(name))
+                    config=export.png_config(name))
     kept = float(shares[0] + shares[1])
     ui.caption(f"One PCA, fitted on all {trace.num_layers + 1} × {trace.seq_len} token vectors at once (after the "
                f"embeddings, then after each layer), so every step is drawn in the same coordinates. It keeps the two "
@@ -54,15 +54,16 @@ def trajectories_view() -> None:
     cosines = {f"{trace.tokens[j]} ({j})": embeddings.token_similarity(trace, source, j) for j in targets}
     colours = [fig.highlight_colour(highlight.index(j)) for j in targets]
     st.plotly_chart(fig.depth_similarity(cosines, chosen[0], colours, presentation=fr.present),
-                    config=figures.png_config(figures.export_name(trace, "token-similarity", chosen[0])))
+                    config=export.png_config(export.export_name(trace, "token-similarity", chosen[0])))
     ui.caption(f"Cosine similarity of '{ui.literal(printable(chosen[0], 30))}' (its first occurrence) to the other "
                "highlighted tokens after the embeddings and after each layer, in all dimensions: what the picture "
                "above can only hint at. Tokens that the layers mix into each other grow more alike with depth.")
 
 
 def page() -> None:
+    """Every token's path through the layers in one PCA; without a trace the page stops."""
     ui.need_trace()
     trajectories_view()
 
 
-page()
+pages.show(page)

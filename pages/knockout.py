@@ -4,9 +4,9 @@ import streamlit as st
 import torch
 
 import ui
-from encoder.viz import figures
+from encoder.viz import attention, export
 from encoder.viz import purpose as fig
-from ui import purpose
+from ui import pages, purpose
 
 ABLATE_KEY = "ms:ablate"  # the multiselect's own key; the setting lives in the store as "ablate"
 NOTHING = "Nothing is knocked out yet, so everything below matches the intact model. Choose heads above."
@@ -42,8 +42,8 @@ def output_effect(fr: ui.Frame, trace, knocked, knocks: purpose.Knocks) -> None:
     if not fr.present:
         change_metrics(change)
     title = "Change of each token's output vector" + (" (nothing knocked out)" if not knocks else "")
-    name = figures.export_name(trace, "knockout", purpose.format_ablate(knocks) or "none", "output")
-    st.plotly_chart(fig.token_change(change, title, presentation=fr.present), config=figures.png_config(name))
+    name = export.export_name(trace, "knockout", purpose.format_ablate(knocks) or "none", "output")
+    st.plotly_chart(fig.token_change(change, title, presentation=fr.present), config=export.png_config(name))
     if fr.present:
         change_metrics(change)
     ui.caption("How far each token's vector at the encoder's output moves when the chosen parts are zeroed, relative "
@@ -92,7 +92,7 @@ def attention_effect() -> None:
     st.subheader("Attention in the later layers")
     layers = {k[0] for k in knocks}  # knocked-out layers
     st.plotly_chart(fig.attention_change(trace.attention, knocked.attention, layers, presentation=fr.present),
-                    config=figures.png_config(figures.export_name(trace, "knockout", "attention-change")))
+                    config=export.png_config(export.export_name(trace, "knockout", "attention-change")))
     if layers:
         ui.caption(f"A knocked-out head still computes its attention pattern; only its output is zeroed. So layer "
                    f"{min(layers)} and the layers before it attend exactly as before (0 here), and only the layers after "
@@ -110,21 +110,22 @@ def attention_effect() -> None:
     left, right = st.columns(2)
     who = "average of heads" if avg else f"head {head}"
     for col, name, run in ((left, "Intact", trace), (right, "Knocked out", knocked)):
-        f = figures.attention_heatmap(run, layer, head_sel, presentation=fr.present)
+        f = attention.attention_heatmap(run, layer, head_sel, presentation=fr.present)
         f.update_layout(title_text=f"{name}: layer {layer}, {who}")
-        col.plotly_chart(f, config=figures.png_config(figures.export_name(run, name, f"L{layer}", who)))
+        col.plotly_chart(f, config=export.png_config(export.export_name(run, name, f"L{layer}", who)))
     before, after = ((run.attention[layer].mean(0) if avg else run.attention[layer, head]) for run in (trace, knocked))
     if torch.equal(before, after):
         st.info(f"Layer {layer} attends exactly as in the intact model: the knock-outs come after it, or it is the "
                 "knocked-out layer itself (its patterns are computed before its output is zeroed).")
         return
-    diff = figures.attention_difference(after, before, trace.tokens, f"Knocked out minus intact, layer {layer}, {who}",
-                                        presentation=fr.present)
-    st.plotly_chart(diff, config=figures.png_config(figures.export_name(trace, "knockout-diff", f"L{layer}")))
+    diff = attention.attention_difference(after, before, trace.tokens, f"Knocked out minus intact, layer {layer}, {who}",
+                                          presentation=fr.present)
+    st.plotly_chart(diff, config=export.png_config(export.export_name(trace, "knockout-diff", f"L{layer}")))
     ui.caption("Red: the query attends more to that key after the knock-out; blue: less.")
 
 
 def page() -> None:
+    """The knock-out picker and what it changes: each token's output, two sentences' similarity, attention."""
     # Tensors stay in this function's locals: the fragment and the callbacks keep nothing alive.
     fr, trace = ui.need_trace()
     knocks = choose_knockouts(trace.config)
@@ -138,4 +139,4 @@ def page() -> None:
     attention_effect()
 
 
-page()
+pages.show(page)

@@ -3,8 +3,8 @@
 import streamlit as st
 
 import ui
-from encoder.viz import figures
-from ui import captions
+from encoder.viz import activations, export
+from ui import captions, pages
 
 NUMBERS = ("mean", "std", "min", "max", "rms", "zero_frac")
 
@@ -19,29 +19,30 @@ def activations_view() -> None:
     layer_col, tap_col = cols if trace.num_layers > 1 else cols[::-1]
     layer = ui.layer_slider(trace.num_layers, layer_col)
     tap = ui.widget("tap", tap_col)
-    tag = figures.model_tag(trace.config, fr.model_key)
+    tag = export.model_tag(trace.config, fr.model_key)
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(figures.tap_profile(stats, layer, norm=trace.config.norm, train=trace.train,
-                                            presentation=fr.present),
-                        config=figures.png_config(figures.export_name(trace, "taps", f"L{layer}", model=tag)))
+        st.plotly_chart(activations.tap_profile(stats, layer, norm=trace.config.norm, train=trace.train,
+                                                presentation=fr.present),
+                        config=export.png_config(export.export_name(trace, "taps", f"L{layer}", model=tag)))
         ui.caption(captions.layernorm_caption(stats, layer))
     with right:
-        st.plotly_chart(figures.residual_norms({"this model": trace}, presentation=fr.present),
-                        config=figures.png_config(figures.export_name(trace, "residual-norm", model=tag)))
+        st.plotly_chart(activations.residual_norms({"this model": trace}, presentation=fr.present),
+                        config=export.png_config(export.export_name(trace, "residual-norm", model=tag)))
         ui.caption(captions.residual_caption(trace))
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(figures.token_norms(trace, layer, tap, presentation=fr.present),
-                        config=figures.png_config(figures.export_name(trace, "token-norms", f"L{layer}", tap, model=tag)))
-        ui.caption("The L2 norm of each token's vector at the chosen tap.")
+        st.plotly_chart(activations.token_norms(trace, layer, tap, presentation=fr.present),
+                        config=export.png_config(export.export_name(trace, "token-norms", f"L{layer}", tap, model=tag)))
+        ui.caption(f"The L2 norm of each token's vector at {captions.tap_caption(trace.config.norm, tap)}.")
     with right:
-        st.plotly_chart(figures.tap_histogram(trace, layer, tap, presentation=fr.present),
-                        config=figures.png_config(figures.export_name(trace, "histogram", f"L{layer}", tap, model=tag)))
+        st.plotly_chart(activations.tap_histogram(trace, layer, tap, presentation=fr.present),
+                        config=export.png_config(export.export_name(trace, "histogram", f"L{layer}", tap, model=tag)))
         ui.caption(captions.zeros_caption(trace, layer, tap))
 
 
 def page() -> None:
+    """The NaN/Inf warning, the chosen layer and tap's figures, and every statistic as a table."""
     # Everything with tensors stays local: module globals outlive the run through the fragment above.
     fr, trace = ui.need_trace()
     stats = trace.stats()
@@ -54,9 +55,9 @@ def page() -> None:
     ui.caption("One row per layer and tap. zero_frac is the share of exact zeros; nonfinite counts NaN and Inf values.")
     st.dataframe(stats, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in NUMBERS})
-    name = figures.export_name(trace, "statistics", model=figures.model_tag(trace.config, fr.model_key))
+    name = export.export_name(trace, "statistics", model=export.model_tag(trace.config, fr.model_key))
     st.download_button("Download statistics (CSV)", stats.to_csv(index=False), file_name=name + ".csv",
                        mime="text/csv", icon=":material/download:")
 
 
-page()
+pages.show(page)

@@ -4,12 +4,10 @@ import numpy as np
 import streamlit as st
 
 import ui
-from encoder.viz import figures
+from encoder.viz import export
 from encoder.viz import heads as inside
-from encoder.viz.diagram import printable
-from ui import headview
-
-ui.need_trace()
+from encoder.viz.text import printable
+from ui import headview, pages
 
 
 @ui.fragment
@@ -29,13 +27,13 @@ def inside_a_head() -> None:
     query = ui.widget("query", cols[0], options=range(trace.seq_len),
                       format_func=lambda j: f"{j}: {printable(tokens[j], 30)}")
     steps = inside.head_steps(trace, layer, head, query)
-    name = figures.export_name(trace, f"L{layer}", f"H{head}", f"q{query}")
+    name = export.export_name(trace, f"L{layer}", f"H{head}", f"q{query}")
     st.plotly_chart(inside.scores_figure(steps, presentation=fr.present),
-                    config=figures.png_config(name + "_scores"))
+                    config=export.png_config(name + "_scores"))
     gap = float(np.abs(steps.weights - steps.trace_row).max())
     ui.caption(f"q and k are this forward pass's own tensors. The softmax computed here from them differs from the "
                f"attention map the model used by at most {gap:.1e}.")
-    st.plotly_chart(inside.values_figure(steps, presentation=fr.present), config=figures.png_config(name + "_values"))
+    st.plotly_chart(inside.values_figure(steps, presentation=fr.present), config=export.png_config(name + "_values"))
     z_gap = float(np.abs(steps.z_sum - steps.z).max())
     if (layer, head) in trace.ablate:
         ui.caption("This head is knocked out in this run: its output z_i was set to zero before W_O.")
@@ -46,9 +44,15 @@ def inside_a_head() -> None:
         ui.caption(f"Σ_j a_ij v_j computed here matches the head output z_i of the forward pass to {z_gap:.1e}.")
     w_o = fr.model.layers[layer].attn.out.weight if fr.model is not None else None
     st.plotly_chart(inside.output_figure(steps, trace.num_heads, w_o, presentation=fr.present),
-                    config=figures.png_config(name + "_output"))
+                    config=export.png_config(name + "_output"))
     ui.caption("Every head's output is written side by side (the outlined block is this head); W_O mixes them back "
                "into d_model numbers per token. That row is the attn tap, which the residual connection adds next.")
 
 
-inside_a_head()
+def page() -> None:
+    """The head view and one query's walk through the head; without a trace the page stops."""
+    ui.need_trace()
+    inside_a_head()
+
+
+pages.show(page)

@@ -3,10 +3,8 @@
 import streamlit as st
 
 import ui
-from encoder.viz import figures, purpose
-from ui import captions, headview, heatmap
-
-ui.need_trace()
+from encoder.viz import attention, export, purpose
+from ui import captions, headview, heatmap, pages
 
 
 @ui.fragment
@@ -20,20 +18,20 @@ def attention_view() -> None:
     cols = [row.container(width=w) for w in ("stretch", 120, "content", "content")]  # layer, head, avg, hide
     hide = ui.widget("hide_special", cols[3])
     if view == "model":
-        fig = figures.model_view(trace, hide_special=hide)
-        name = figures.export_name(trace, "model-view")
+        fig = attention.model_view(trace, hide_special=hide)
+        name = export.export_name(trace, "model-view")
         ui.caption("Every head of every layer as a thumbnail (long inputs are block-averaged to keep the page light). "
                    "Rows are query tokens, columns the keys they attend to.")
-        headview.clickable_chart(fig, figures.png_config(name), "pick-model-view", trace.num_heads)  # click: open it
+        headview.clickable_chart(fig, export.png_config(name), "pick-model-view", trace.num_heads)  # click: open it
         return
-    tag = figures.model_tag(trace.config, fr.model_key)
+    tag = export.model_tag(trace.config, fr.model_key)
     # Past 128 tokens one head is a canvas map with its own Layer and Head buttons (no rerun per switch).
     canvas = view == "head" and heatmap.fits(fr, trace, avg=ui.state.get("avg"), hide=hide)
     layer = None if canvas else ui.layer_slider(trace.num_layers, cols[0])
     if view == "rollout":
         fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.tokens, layer, hide_special=hide,
                                       presentation=fr.present)
-        st.plotly_chart(fig, config=figures.png_config(figures.export_name(trace, "rollout", f"L{layer}", model=tag)))
+        st.plotly_chart(fig, config=export.png_config(export.export_name(trace, "rollout", f"L{layer}", model=tag)))
         ui.caption("Attention rollout (Abnar & Zuidema, 2020) estimates how much each input token reaches each "
                    "position after this layer: every layer's head-averaged attention is mixed half and half with the "
                    "identity (the residual connection), its rows are renormalised, and the layers are multiplied. "
@@ -42,9 +40,9 @@ def attention_view() -> None:
         return
     if view == "layer":
         scale = ui.state.get("scale")  # drawn below the grid, so the grid sits high on a projector
-        fig = figures.attention_grid(trace, layer, hide_special=hide, scale=scale, presentation=fr.present)
-        name = figures.export_name(trace, "all-heads", f"L{layer}", model=tag)
-        headview.clickable_chart(fig, figures.png_config(name), "pick-grid", trace.num_heads, layer)  # click: open it
+        fig = attention.attention_grid(trace, layer, hide_special=hide, scale=scale, presentation=fr.present)
+        name = export.export_name(trace, "all-heads", f"L{layer}", model=tag)
+        headview.clickable_chart(fig, export.png_config(name), "pick-grid", trace.num_heads, layer)  # click: open it
         ui.widget("scale", st.columns([2, 3])[0])
         ui.caption("Each head learns its own pattern: some look at the next or previous word, some at [SEP], "
                    "some at related words. With no mask, every token may attend to every other (bidirectional). "
@@ -57,20 +55,26 @@ def attention_view() -> None:
     else:
         head = ui.head_select(trace.num_heads, cols[1], disabled=avg)
     head_sel = None if avg else head
-    name = figures.export_name(trace, "attention", f"L{layer}", "avg" if avg else f"H{head}", model=tag)
+    name = export.export_name(trace, "attention", f"L{layer}", "avg" if avg else f"H{head}", model=tag)
     if not canvas:
-        fig = figures.attention_heatmap(trace, layer, head_sel, hide_special=hide, scale=scale, presentation=fr.present)
-        st.plotly_chart(fig, config=figures.png_config(name))
-    export = (" The PNG button above the map saves it for slides." if canvas
+        fig = attention.attention_heatmap(trace, layer, head_sel, hide_special=hide, scale=scale, presentation=fr.present)
+        st.plotly_chart(fig, config=export.png_config(name))
+    saving = (" The PNG button above the map saves it for slides." if canvas
               else " The camera button in the chart's toolbar saves a high-resolution PNG.")
-    ui.caption(captions.attention_caption(hide and captions.hides_any(trace.tokens), scale) + export)
+    ui.caption(captions.attention_caption(hide and captions.hides_any(trace.tokens), scale) + saving)
     c0, d1, d2 = st.columns([3, 2, 2], vertical_alignment="bottom")
     ui.widget("scale", c0)
     get = ui.trace_lookup(fr)  # the downloads are built on click; they hold the trace's key, not the trace
-    d1.download_button("Download CSV", lambda: figures.attention_table(get(), layer, head_sel).to_csv(index=False),
+    d1.download_button("Download CSV", lambda: attention.attention_table(get(), layer, head_sel).to_csv(index=False),
                        file_name=f"{name}.csv", mime="text/csv", icon=":material/download:")
-    d2.download_button("Download JSON", lambda: figures.attention_json(get(), layer, head_sel),
+    d2.download_button("Download JSON", lambda: attention.attention_json(get(), layer, head_sel),
                        file_name=f"{name}.json", mime="application/json", icon=":material/download:")
 
 
-attention_view()
+def page() -> None:
+    """The chosen view of the attention; without a trace the frame has said why and the page stops."""
+    ui.need_trace()
+    attention_view()
+
+
+pages.show(page)

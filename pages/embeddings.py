@@ -6,9 +6,9 @@ import torch
 
 import ui
 from encoder.analysis import embeddings
-from encoder.viz import figures
+from encoder.viz import export
 from encoder.viz import purpose as fig
-from ui import purpose
+from ui import pages, purpose
 
 POOLING = {
     "mean": "the mean of its token vectors at the encoder's output (with one sentence at a time every token counts; "
@@ -95,11 +95,12 @@ def word_order(fr: ui.Frame, text: str, pool: str) -> None:
     if fr.values["train"]:
         st.caption("Training mode is on: dropout falls on different tokens once they move, so even without positions "
                    "the vectors differ a little.")
-    st.page_link("views/position.py", label="Position: shuffle the words and compare every layer",
+    st.page_link(pages.page("word-order").file, label="Position: shuffle the words and compare every layer",
                  icon=":material/shuffle:")
 
 
 def page() -> None:
+    """The sentences' similarity map and ranking, their vectors, and the word-order check."""
     # Tensors stay in this function's locals: the page keeps nothing between runs.
     fr, trace = ui.need_trace()
     pool = sentence_controls(fr.present)
@@ -127,12 +128,12 @@ def page() -> None:
         st.caption(f"Sentence(s) {', '.join(map(str, cut))} are longer than {limit or fr.config.max_len} tokens; only "
                    "the first ones count" + (", as in sentence-transformers." if limit else "."))
 
-    name = figures.export_name(trace, "similarity", pool)
+    name = export.export_name(trace, "similarity", pool)
     pooled = "mean-pooled" if pool == "mean" else "[CLS] vectors"  # a title short enough for a 420 px phone
     # The map takes the whole width and the ranking follows below it: beside the table, at 1024 px (with the sidebar,
     # or presenting) its cells were narrower than their numbers.
     st.plotly_chart(fig.similarity_heatmap(sim, kept, title=f"Cosine similarity ({pooled})", presentation=fr.present),
-                    config=figures.png_config(name))
+                    config=export.png_config(name))
     ranking = pd.DataFrame({"#": range(1, len(kept) + 1), "cosine to 1": sim[0].double().numpy(), "sentence": kept})
     st.markdown("**Closest to sentence 1**")
     st.dataframe(ranking.sort_values("cosine to 1", ascending=False), hide_index=True, width="stretch",
@@ -154,14 +155,14 @@ def page() -> None:
     d = stack.shape[1]
     st.plotly_chart(fig.sentence_vectors(stack, kept, f"{len(kept)} sentence vectors, {d} dimensions each",
                                          presentation=fr.present),
-                    config=figures.png_config(figures.export_name(trace, "sentence-vectors", pool)))
+                    config=export.png_config(export.export_name(trace, "sentence-vectors", pool)))
     ui.caption(f"Row i is sentence i's vector: {POOLING[pool]}. The similarity above is the dot product of two rows.")
     vec = pd.DataFrame(stack.double().numpy(), columns=[f"dim{j}" for j in range(d)])
     vec.insert(0, "sentence", kept)
     st.download_button("Download vectors (CSV)", vec.to_csv(index=False),
-                       file_name=figures.export_name(trace, "sentence-vectors", pool) + ".csv", mime="text/csv",
+                       file_name=export.export_name(trace, "sentence-vectors", pool) + ".csv", mime="text/csv",
                        icon=":material/download:")
     word_order(fr, values["text"], pool)
 
 
-page()
+pages.show(page)

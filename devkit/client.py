@@ -1,4 +1,4 @@
-"""Simulated students that speak Streamlit's browser protocol: no browser, just the WebSocket and its protobufs.
+"""A browser tab without the browser: Streamlit's WebSocket protocol and its protobufs, as one student uses the app.
 
 What one student does, the way the browser does it (Streamlit 1.67, read from the package's own server code):
 
@@ -17,38 +17,31 @@ What one student does, the way the browser does it (Streamlit 1.67, read from th
 
 Every script run's latency is the time from sending the BackMsg to receiving `script_finished`. Errors are
 exception elements, compile errors, "page not found", runs that did not finish within the timeout and dropped
-connections. After a dropped connection a student reconnects like the browser: the same URL (from the server's
-last `page_info_changed`), a fresh session; the time until its first finished run is its recovery time.
+connections (Disconnected). Connections go to loopback addresses only.
 
-Runs go to loopback addresses only, and are bounded by students, seconds and interactions per student.
-
-    .venv-test/bin/python benchmarks/loadgen.py http://127.0.0.1:8080 --students 20 --seconds 60
+Used by devkit/loadgen.py (simulated classes) and deploy/warm.py (a replica's warm-up).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import http.cookiejar
-import json
 import random
-import statistics
 import time
 import urllib.parse
 import urllib.request
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState, ContextInfo
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
+from ui import pages
+
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-# URL paths of the app's pages. Attention is the default page, which Streamlit serves at "/" whatever its url_path
-# says ("/heatmaps" gets a "Page not found" dialog in the browser, and page_not_found here).
-PAGES = ("", "statistics", "diagram", "wordpieces", "side-by-side", "walkthrough", "warmup", "word-order",
-         "check")
+# URL paths of the app's pages, from its page registry; the default page is served at "/".
+PAGES = tuple(entry.url.lstrip("/") for entry in pages.PAGES)
 SENTENCES = (
     "The animal didn't cross the street because it was too tired.",
     "The animal didn't cross the street because it was too wide.",
@@ -64,83 +57,22 @@ WIDGET_KEYS = ("text", "layer", "head")  # the settings a student changes (their
 
 
 def require_loopback(base_url: str) -> None:
+    """ValueError unless base_url is on this machine: simulated classes never leave it."""
     host = urllib.parse.urlsplit(base_url).hostname
     if host not in LOOPBACK:
         raise ValueError(f"load runs go to loopback addresses only, not {host!r}")
 
 
 @dataclass
-class Run:
-    """One script run: the first load of a link or one interaction."""
-
-    student: int
-    kind: str  # open, text, layer, head, page, reopen
-    page: str
-    start: float  # seconds since the load run started
-    latency: float | None = None  # None when it failed
-    error: str | None = None
-
-
-@dataclass
 class Widget:
+    """A widget the server drew that a student can change: its element id, kind, fragment and range or options."""
+
     id: str
     kind: str  # slider, selectbox, text_area, ...
     fragment_id: str
     options: tuple[str, ...] = ()
     lo: float = 0
     hi: float = 0
-
-
-@dataclass
-class Report:
-    students: int
-    seconds: float
-    runs: list[Run] = field(default_factory=list)
-    recoveries: list[float] = field(default_factory=list)  # seconds from a dropped connection to the next finished run
-    unrecovered: int = 0
-
-    @property
-    def interactions(self) -> list[Run]:
-        return [r for r in self.runs if r.kind not in ("open", "reopen")]
-
-    @property
-    def errors(self) -> list[Run]:
-        """Runs that showed the student an error: an exception element, page not found, a timeout."""
-        return [r for r in self.runs if r.error and not r.error.startswith("disconnected")]
-
-    @property
-    def dropped(self) -> list[Run]:
-        """Interactions lost because the connection went away (a replica died): the browser reconnects."""
-        return [r for r in self.runs if r.error and r.error.startswith("disconnected")]
-
-    def summary(self) -> dict:
-        done = [r.latency for r in self.interactions if r.latency is not None]
-        opens = [r.latency for r in self.runs if r.kind == "open" and r.latency is not None]
-        return {
-            "students": self.students,
-            "seconds": round(self.seconds, 1),
-            "script_runs": len(self.runs),
-            "interactions": len(self.interactions),
-            "interactions_per_s": round(len(done) / self.seconds, 2) if self.seconds else 0.0,
-            "p50_s": round(percentile(done, 50), 3) if done else None,
-            "p95_s": round(percentile(done, 95), 3) if done else None,
-            "max_s": round(max(done), 3) if done else None,
-            "open_p50_s": round(percentile(opens, 50), 3) if opens else None,
-            "open_p95_s": round(percentile(opens, 95), 3) if opens else None,
-            "errors": len(self.errors),
-            "error_kinds": dict(Counter(r.error.split(":")[0] for r in self.errors)),
-            "dropped": len(self.dropped),
-            "recoveries": len(self.recoveries),
-            "recovery_max_s": round(max(self.recoveries), 2) if self.recoveries else None,
-            "unrecovered": self.unrecovered,
-        }
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (linear interpolation between closest ranks)."""
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if q < 100 else max(values)
 
 
 class Disconnected(Exception):
@@ -208,7 +140,8 @@ class Student:
             await ws.close()
 
     # -- one script run ---------------------------------------------------------------------------------------
-    def _client_state(self) -> ClientState:
+    def client_state(self) -> ClientState:
+        """What the browser sends with a rerun of this tab's page: its URL, query string and page."""
         url = f"{self.base}/{self.page}" + (f"?{self.query}" if self.query else "")
         return ClientState(query_string=self.query, page_script_hash=self.page_hash, page_name=self.page,
                            context_info=ContextInfo(timezone="UTC", timezone_offset=0, locale="en-US", url=url,
@@ -285,20 +218,26 @@ class Student:
 
     # -- what a student does ----------------------------------------------------------------------------------
     async def open(self) -> float:
+        """Load the tab's link in a fresh session; the first run's latency in seconds, or raise."""
         await self.connect()
         self.widgets, self.page_hash = {}, ""
-        return await self.run_script(self._client_state())
+        return await self.run_script(self.client_state())
 
     def choices(self) -> list[str]:
+        """What the student can change now: the sentence, the page, and the layer and head where they are drawn."""
         return ["text", "page"] + [k for k in ("layer", "head") if k in self.widgets]
 
+    async def visit(self, page: str) -> float:
+        """Switch this tab to the page at URL path `page` ("" for the default page), as a click in the navigation
+        does: a rerun with that page's script hash. The run's latency in seconds, or raise."""
+        self.page, self.page_hash = page, self.pages.get(page, "")
+        return await self.run_script(self.client_state())
+
     async def interact(self, kind: str, rng: random.Random) -> float:
-        state = self._client_state()
+        """One action of `kind` (see choices()), with a random new value; the run's latency in seconds, or raise."""
         if kind == "page":
-            self.page = rng.choice([p for p in self.pages if p != self.page] or list(PAGES))
-            state.page_script_hash = self.pages.get(self.page, "")
-            state.page_name = self.page
-            return await self.run_script(state)
+            return await self.visit(rng.choice([p for p in self.pages if p != self.page] or list(PAGES)))
+        state = self.client_state()
         widget = self.widgets[kind]
         ws = state.widget_states.widgets.add(id=widget.id)
         if kind == "text":
@@ -317,95 +256,4 @@ class Student:
         if widget.fragment_id:
             state.fragment_id = widget.fragment_id
         return await self.run_script(state)
-
-
-def student_link(number: int, rng: random.Random) -> tuple[str, dict[str, str]]:
-    """The link one student opens: a page and settings in the query string, as a teacher would share."""
-    page = PAGES[number % len(PAGES)] if number % 3 else ""
-    query = {"text": rng.choice(SENTENCES), "layer": str(rng.randrange(6)), "head": str(rng.randrange(12))}
-    return page, query
-
-
-async def _student(base_url: str, number: int, report: Report, t_start: float, deadline: float,
-                   think: tuple[float, float], max_interactions: int, ramp: float, timeout: float,
-                   seed: int) -> None:
-    rng = random.Random(seed * 1000 + number)
-    page, query = student_link(number, rng)
-    student = Student(base_url, number, page, query, timeout=timeout)
-    await asyncio.sleep(ramp * number / max(report.students, 1))
-    kind, done = "open", 0
-    dropped_at: float | None = None
-    try:
-        while time.monotonic() < deadline and done <= max_interactions:
-            run = Run(number, kind, student.page, time.monotonic() - t_start)
-            report.runs.append(run)
-            try:
-                run.latency = await (student.open() if kind in ("open", "reopen") else student.interact(kind, rng))
-                if dropped_at is not None:
-                    report.recoveries.append(time.monotonic() - dropped_at)
-                    dropped_at = None
-            except Disconnected as err:
-                run.error = str(err)
-                dropped_at = dropped_at or student.closed_at or time.monotonic()
-                kind = "reopen"
-                await asyncio.sleep(0.5)  # the browser, too, waits a moment before it reconnects
-                continue
-            except (RuntimeError, OSError, websockets.InvalidStatus, websockets.InvalidHandshake) as err:
-                if kind == "reopen":  # nginx or the replica not answering yet: keep trying, like the browser
-                    report.runs.remove(run)
-                    await asyncio.sleep(0.5)
-                    continue
-                run.error = str(err) or type(err).__name__
-            done += 1
-            if await student.think(min(rng.uniform(*think), max(0.0, deadline - time.monotonic()))):
-                dropped_at, kind = student.closed_at, "reopen"
-                await asyncio.sleep(0.5)  # the browser, too, waits a moment before it reconnects
-                continue
-            kind = rng.choice(student.choices())
-    finally:
-        if dropped_at is not None:
-            report.unrecovered += 1
-        await student.close()
-
-
-async def run_load(base_url: str, students: int, seconds: float, think: tuple[float, float] = (2.0, 5.0),
-                   max_interactions: int = 1000, ramp: float = 5.0, timeout: float = 60.0, seed: int = 0,
-                   report: Report | None = None) -> Report:
-    """Run `students` simulated students for `seconds` against base_url (loopback only); return the report.
-
-    Pass a Report to watch the run from another thread while it fills.
-    """
-    require_loopback(base_url)
-    report = report or Report(students, seconds)
-    report.students, report.seconds = students, seconds
-    t_start = time.monotonic()
-    deadline = t_start + seconds
-    tasks = [asyncio.create_task(_student(base_url, i, report, t_start, deadline, think, max_interactions, ramp,
-                                          timeout, seed)) for i in range(students)]
-    # Bounded: each student stops at the deadline; a run in flight may take up to `timeout` more.
-    await asyncio.wait(tasks, timeout=seconds + timeout + 30)
-    for task in tasks:
-        task.cancel()
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # a bug in the load generator, not in the app: stop loudly
-    report.seconds = time.monotonic() - t_start
-    return report
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("url", help="base URL, loopback only (nginx or one replica)")
-    parser.add_argument("--students", type=int, default=10)
-    parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--think", type=float, nargs=2, default=(2.0, 5.0), metavar=("MIN", "MAX"))
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    report = asyncio.run(run_load(args.url, args.students, args.seconds, tuple(args.think), seed=args.seed))
-    for run in report.errors[:20]:
-        print(f"student {run.student} {run.kind} on /{run.page} at {run.start:.1f} s: {run.error}")
-    print(json.dumps(report.summary()))
-
-
-if __name__ == "__main__":
-    main()
 

@@ -1,6 +1,6 @@
 """Start `streamlit run app.py` on a free localhost port and drive it with Playwright in Debian's Chromium.
 
-Shared by the browser tests, the load test and the browser benchmark. Playwright cannot download its own
+Shared by the browser tests, the load test, the benchmarks and the screenshots. Playwright cannot download its own
 browser on our machines, so it is pointed at /usr/bin/chromium (apt-get install chromium).
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -29,6 +29,19 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 READY = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+# Run in a page (page.evaluate): from now on window.__runs counts the script runs it starts, window.__runStarts
+# holds when each started.
+COUNT_RUNS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  window.__runs = 0;
+  window.__runStarts = [];
+  let last = app.getAttribute('data-test-script-state');
+  new MutationObserver(() => {
+    const now = app.getAttribute('data-test-script-state');
+    if (now === 'running' && last !== 'running') { window.__runs += 1; window.__runStarts.push(performance.now()); }
+    last = now;
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
 
 
 def free_port() -> int:

@@ -1,0 +1,36 @@
+"""Streamlit's AppTest on app.py, routed the way the live server routes: the one harness every AppTest goes through.
+
+Why a harness: with a folder named pages/ beside app.py, Streamlit keeps a legacy router that picks a page script by
+its file name (PagesManager.uses_pages_directory). A live server uses it for its first script run only: the first
+st.navigation call turns it off for the life of the process. AppTest turns it back on before every run, so any rerun
+or switch_page() whose page hash is a pages/ file stem ran that file alone, without app.py: no sidebar, stale
+settings. app_test() turns it off after AppTest has reset it, so every run goes through app.py as on the live server.
+(The server's first run is covered by app.py's own guard, ui.pages.show, and tests/app/test_deep_links.py.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import app_test as _streamlit_app_test
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+
+
+class _LiveServerPages(PagesManager):
+    """Streamlit's PagesManager with the legacy pages/ router off, as after a live server's first st.navigation."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        PagesManager.uses_pages_directory = False  # AppTest reset it (on this subclass) just before building us
+
+
+def app_test(params: dict[str, str] | None = None, timeout: float = 120) -> AppTest:
+    """An AppTest of app.py with `params` in its URL's query string, not yet run."""
+    _streamlit_app_test.PagesManager = _LiveServerPages  # AppTest builds its PagesManager by this name
+    at = AppTest.from_file(str(APP), default_timeout=timeout)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    return at

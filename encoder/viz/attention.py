@@ -1,0 +1,257 @@
+"""Attention figures over a Trace: one head or the head average, all heads of a layer, every layer x head, two
+traces side by side, the difference of two maps, and the weights as CSV rows or JSON.
+
+The views redraw on every layer or head click, so the maps are built as plain dicts without plotly.py's validation
+(style.quick). Large maps are block-averaged (axes.MAX_CELLS).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from torch import Tensor
+
+from ..trace import Trace
+from . import axes, style
+from .text import label, text_px
+
+SCALES = ("fixed", "auto", "row")  # attention colour scales: 0 to 1, 0 to this map's largest weight, per row
+
+
+def _pattern(trace: Trace, layer: int, head: int | None, hide_special: bool) -> tuple[np.ndarray, list[int]]:
+    """Attention weights (queries x keys) of one head or the head average, and the positions they belong to.
+
+    With [CLS]/[SEP] hidden, each row is renormalised over the keys left, so it sums to 1 again: without that a
+    head that parks most of its weight on [SEP] draws an almost white map.
+    """
+    axes.check(trace, layer, head)
+    w = (trace.attention[layer].mean(0) if head is None else trace.attention[layer, head]).numpy()  # (T, T)
+    keep = axes.kept(trace.tokens, hide_special)
+    if len(keep) < len(w):
+        w = w[np.ix_(keep, keep)].astype(np.float64)
+        w = w / np.maximum(w.sum(1, keepdims=True), 1e-30)
+    return w.astype(np.float32, copy=False), keep
+
+
+def colour_scale(w: np.ndarray, scale: str) -> tuple[np.ndarray, float, float, str]:
+    """(z, zmin, zmax, colour-bar title) for attention weights w (..., queries, keys) under a colour scale:
+    fixed 0 to 1 (heads comparable), auto 0 to the largest weight, or row: each row divided by its own maximum."""
+    if scale not in SCALES:
+        raise ValueError(f"scale={scale!r} is unknown; choose one of {', '.join(SCALES)}.")
+    if scale == "row":
+        top = np.maximum(np.nanmax(w, axis=-1, keepdims=True), 1e-30)
+        return (w / top).astype(np.float32), 0.0, 1.0, "÷ row max"
+    if scale == "auto":
+        top = float(np.nanmax(w)) if w.size else 1.0
+        return w, 0.0, top if top > 0 else 1.0, "weight (auto)"
+    return w, 0.0, 1.0, "weight"
+
+
+def _heatmap(w: np.ndarray, cats: list[str], scale: str, note: str = "", **extra: object) -> dict:
+    """One attention heatmap trace (queries x keys) under a colour scale; hover always shows the true weight."""
+    z, zmin, zmax, bar = colour_scale(w, scale)
+    gap = 1 if len(cats) <= 40 else 0
+    hover = "%{y} → %{x}: " + ("%{customdata:.3f}" if scale == "row" else "%{z:.3f}") + note + "<extra></extra>"
+    return dict(type="heatmap", z=z, x=cats, y=cats, zmin=zmin, zmax=zmax, colorscale=style.colorscale(style.ATTENTION_SCALE),
+                xgap=gap, ygap=gap, colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1),
+                hovertemplate=hover, **({"customdata": w} if scale == "row" else {}), **extra)
+
+
+def _hidden_note(trace: Trace, shown: int) -> str:
+    return "" if shown == trace.seq_len else " ([CLS]/[SEP] hidden; rows renormalised to sum to 1)"
+
+
+def attention_heatmap(
+    trace: Trace, layer: int, head: int | None, hide_special: bool = False, *, scale: str = "fixed",
+    presentation: bool = False,
+) -> go.Figure:
+    """One head's (or the head average's) attention, queries as rows and keys as columns.
+
+    scale: "fixed" colours 0 to 1 (comparable across heads), "auto" 0 to this map's largest weight, "row" each row
+    to its own largest weight. The map fills the plot area, so the colour bar is exactly as tall as the map.
+    """
+    w, pos = _pattern(trace, layer, head, hide_special)
+    cats = axes.categories(trace.tokens, pos)
+    note = _hidden_note(trace, len(pos))
+    who = f"head {head}" if head is not None else f"average of {trace.num_heads} heads"
+    height = axes.map_height(len(pos), presentation)
+    layout = style.layout(f"Attention, layer {layer}, {who}{note}", presentation, style.sentence(trace),
+                          height=height)
+    axis = axes.map_axis(cats, trace.tokens, pos, presentation, layout["height"], 100)
+    layout["xaxis"] = dict(title=dict(text="key (attended to)"), tickangle=-45, **axis)
+    layout["yaxis"] = dict(title=dict(text="query (attending)"), autorange="reversed", **axis)
+    heatmap = _heatmap(w, cats, scale, note)
+    layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
+                                             layout["font"]["size"], heatmap["colorbar"]["title"]["text"])
+    return style.quick([heatmap], layout)
+
+
+def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_special: bool, max_cells: int,
+                gap: float, ticks: bool, presentation: bool,
+                scale: str = "fixed") -> tuple[list[dict], dict, list[list[float]]]:
+    """Small square attention maps sharing one colour axis (see colour_scale), laid out row by row, for one figure.
+
+    maps lists (layer, head) per cell; returns the traces, the layout and each cell's [x0, x1, y0, y1] in paper
+    coordinates. Axes are written as one layout dict: make_subplots plus per-axis updates takes seconds for 144 cells.
+    """
+    rows = math.ceil(len(maps) / cols)
+    pos = axes.kept(trace.tokens, hide_special)
+    cats = axes.categories(trace.tokens, pos, max_cells)
+    ticks = ticks and len(cats) == len(pos)
+    # a ~140 px thumbnail has room for about 10 legible labels per axis
+    axis = axes.token_axis(cats, trace.tokens, pos, presentation, 10) if ticks else dict(type="category", showticklabels=False)
+    data, layout, cells = [], {}, []
+    weights = [np.round(axes.block_mean(_pattern(trace, lay, h, hide_special)[0], max_cells, max_cells), 3) for lay, h in maps]
+    _, _, top, bar = colour_scale(np.stack(weights) if weights else np.zeros((1, 1)), scale)
+    for i, (layer, head) in enumerate(maps):
+        r, c = divmod(i, cols)
+        x0, x1 = c / cols + gap / 2, (c + 1) / cols - gap / 2
+        y0, y1 = 1 - (r + 1) / rows + gap / 2, 1 - r / rows - gap / 2
+        n = str(i + 1) if i else ""
+        bottom = r == rows - 1 or i + cols >= len(maps)
+        layout[f"xaxis{n}"] = dict(axis, domain=[x0, x1], anchor=f"y{n}", ticks="", constrain="domain",
+                                   showticklabels=ticks and bottom, tickangle=-60)
+        layout[f"yaxis{n}"] = dict(axis, domain=[y0, y1], anchor=f"x{n}", ticks="", autorange="reversed",
+                                   scaleanchor=f"x{n}", constrain="domain", showticklabels=ticks and c == 0)
+        z = weights[i].astype(np.float32)
+        shown = "%{customdata:.3f}" if scale == "row" else "%{z:.3f}"
+        data.append(dict(type="heatmap", z=colour_scale(z, scale)[0], x=cats, y=cats, coloraxis="coloraxis",
+                         xaxis=f"x{n}", yaxis=f"y{n}", **({"customdata": z} if scale == "row" else {}),
+                         hovertemplate=f"layer {layer}, head {head}<br>%{{y}} → %{{x}}: {shown}<extra></extra>"))
+        cells.append([x0, x1, y0, y1])
+    layout["coloraxis"] = dict(cmin=0, cmax=top, colorscale=style.colorscale(style.ATTENTION_SCALE),
+                               colorbar=dict(title=dict(text=bar, side="right"), thickness=18))
+    return data, layout, cells
+
+
+def _note(trace: Trace, shown: int, max_cells: int | None = None) -> str:
+    """What the maps leave out: hidden [CLS]/[SEP] (rows renormalised) and block-averaging."""
+    notes = [" [CLS]/[SEP] hidden; rows renormalised to sum to 1."] if shown < trace.seq_len else []
+    if max_cells is not None and shown > max_cells:
+        notes.append(f" Long input: each map block-averaged from {shown} to {max_cells} tokens.")
+    return "".join(notes)
+
+
+def attention_grid(
+    trace: Trace, layer: int, hide_special: bool = False, *, max_cells: int = 64, scale: str = "fixed",
+    presentation: bool = False,
+) -> go.Figure:
+    """All heads of one layer as one figure of small heatmaps (block-averaged above max_cells tokens).
+
+    In presentation mode up to 6 per row, so 12 heads fit a 600 px tall projector figure in two rows.
+    """
+    axes.check(trace, layer)
+    heads, shown = trace.num_heads, len(axes.kept(trace.tokens, hide_special))
+    cols = min(heads, 6 if presentation else 4)
+    rows = math.ceil(heads / cols)
+    data, grid, cells = _thumbnails(trace, [(layer, h) for h in range(heads)], cols, hide_special, max_cells, 0.07,
+                                    ticks=shown <= 24, presentation=presentation, scale=scale)
+    size = 18 if presentation else 14
+    notes = [style.paper_note(f"head {h}", (x0 + x1) / 2, y1, size, yanchor="bottom") for h, (x0, x1, _, y1) in enumerate(cells)]
+    layout = style.layout(f"Attention, layer {layer}, all {heads} heads", presentation,
+                          style.sentence(trace) + _note(trace, shown, max_cells), height=rows * 300 + 160)
+    return style.quick(data, layout | grid | {"annotations": notes})
+
+
+def model_view(trace: Trace, hide_special: bool = False, max_cells: int = 32, *, scale: str = "fixed",
+               presentation: bool = False) -> go.Figure:
+    """Every layer x head as a thumbnail in one figure; maps block-averaged to max_cells and rounded to 3 decimals."""
+    L, H = trace.num_layers, trace.num_heads
+    data, grid, cells = _thumbnails(trace, [(lay, h) for lay in range(L) for h in range(H)], H, hide_special,
+                                    max_cells, 0.08 / max(H, 1) + 0.004, ticks=False, presentation=presentation,
+                                    scale=scale)
+    size = 16 if presentation else 12
+    notes = [style.paper_note(f"H{h}", (cells[h][0] + cells[h][1]) / 2, cells[h][3], size, yanchor="bottom") for h in range(H)]
+    notes += [style.paper_note(f"L{lay}", cells[lay * H][0], (cells[lay * H][2] + cells[lay * H][3]) / 2, size, xanchor="right")
+              for lay in range(L)]
+    shown = len(axes.kept(trace.tokens, hide_special))
+    title = f"Model view: {L} layers × {H} heads (rows = layers, columns = heads)"
+    layout = style.layout(title, presentation, style.sentence(trace) + _note(trace, shown, max_cells),
+                          height=L * max(60, 900 // max(H, 1)) + 160)
+    layout["margin"]["l"] = round(16 + text_px(f"L{L - 1}", size))  # the row labels sit left of the first column
+    return style.quick(data, layout | grid | {"annotations": notes})
+
+
+def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, scale: str = "fixed",
+                   presentation: bool = False) -> go.Figure:
+    """Two traces' attention for one layer and head side by side in one figure, each map 46 % of the width, with
+    one shared colour bar (auto and per-row scales are computed over both maps). The traces share their tokens."""
+    (name_a, a), (name_b, b) = traces.items()
+    if a.tokens != b.tokens:
+        raise ValueError("The two traces must be of the same sentence.")
+    wa, pos = _pattern(a, layer, head, False)
+    wb, _ = _pattern(b, layer, head, False)
+    axes.check(b, layer, head)
+    cats = axes.categories(a.tokens, pos)
+    both, zmin, zmax, bar = colour_scale(np.stack([wa, wb]), scale)
+    height = axes.map_height(len(pos), presentation)
+    axis = axes.map_axis(cats, a.tokens, pos, presentation, height, 130)
+    who = f"head {head}" if head is not None else "average of heads"
+    layout = style.layout(f"Attention, layer {layer}, {who}", presentation, style.sentence(a, 70), height=height)
+    layout["margin"]["t"] += 30  # room for the two map titles
+    data, notes = [], []
+    for i, (name, w, z) in enumerate(((name_a, wa, both[0]), (name_b, wb, both[1]))):
+        n = str(i + 1) if i else ""
+        x0, x1 = (0.0, 0.46) if i == 0 else (0.54, 1.0)
+        layout[f"xaxis{n}"] = dict(axis, domain=[x0, x1], anchor=f"y{n}", tickangle=-45,
+                                   title=dict(text="key (attended to)"))
+        layout[f"yaxis{n}"] = dict(axis, domain=[0, 1], anchor=f"x{n}", autorange="reversed",
+                                   showticklabels=i == 0, title=dict(text="query" if i == 0 else ""))
+        hover = "%{customdata:.3f}" if scale == "row" else "%{z:.3f}"
+        data.append(dict(type="heatmap", z=z, x=cats, y=cats, coloraxis="coloraxis", xaxis=f"x{n}", yaxis=f"y{n}",
+                         xgap=1 if len(cats) <= 40 else 0, ygap=1 if len(cats) <= 40 else 0,
+                         **({"customdata": w} if scale == "row" else {}),
+                         hovertemplate=f"{label(name, 30)}: %{{y}} → %{{x}}: {hover}<extra></extra>"))
+        notes.append(style.paper_note(f"<b>{label(name, 40)}</b>", (x0 + x1) / 2, 1.0, layout["font"]["size"],
+                                      yanchor="bottom"))
+    layout["coloraxis"] = dict(cmin=zmin, cmax=zmax, colorscale=style.colorscale(style.ATTENTION_SCALE),
+                               colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1))
+    layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
+                                             layout["font"]["size"], bar)
+    return style.quick(data, layout | {"annotations": notes})
+
+
+def attention_difference(a: Tensor, b: Tensor, tokens: list[str], title: str, *, presentation: bool = False) -> go.Figure:
+    """a - b for two (T, T) attention maps, diverging colours with a range symmetric around 0."""
+    if a.shape != b.shape or a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape[0] != len(tokens):
+        raise ValueError(f"Expected two (T, T) maps for {len(tokens)} tokens, got {tuple(a.shape)} and {tuple(b.shape)}.")
+    d = (a.detach().double() - b.detach().double()).cpu().numpy()
+    pos = list(range(len(tokens)))
+    cats = axes.categories(tokens, pos)
+    z = axes.block_mean(d, axes.MAX_CELLS, axes.MAX_CELLS)
+    m = style.symmetric_range(z)
+    fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
+                               hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>",
+                               colorbar=dict(title="Δ weight", thickness=18, len=1)))
+    height = axes.map_height(len(tokens), presentation)
+    axis = axes.map_axis(cats, tokens, pos, presentation, height, 70)
+    fig.update_xaxes(title="key", tickangle=-45, **axis)
+    fig.update_yaxes(title="query", autorange="reversed", **axis)
+    return style.apply(fig, label(title, 120), presentation, height=height)
+
+
+def attention_table(trace: Trace, layer: int, head: int | None, hide_special: bool = False) -> pd.DataFrame:
+    """Long table (query_position, query_token, key_position, key_token, weight) for a CSV download; raw tokens."""
+    w, pos = _pattern(trace, layer, head, hide_special)
+    q, k = np.meshgrid(pos, pos, indexing="ij")
+    tokens = np.asarray(trace.tokens, dtype=object)
+    return pd.DataFrame({
+        "query_position": q.ravel(), "query_token": tokens[q.ravel()],
+        "key_position": k.ravel(), "key_token": tokens[k.ravel()], "weight": w.ravel().astype(np.float64),
+    })
+
+
+def attention_json(trace: Trace, layer: int, head: int | None, hide_special: bool = False) -> str:
+    """The same weights as JSON: tokens, positions and a queries x keys matrix; head null means the average."""
+    w, pos = _pattern(trace, layer, head, hide_special)
+    return json.dumps({
+        "text": trace.text, "layer": layer, "head": head, "heads_averaged": head is None,
+        "rows_renormalised": len(pos) < trace.seq_len,
+        "positions": pos, "tokens": [trace.tokens[p] for p in pos],
+        "weights": np.round(w.astype(np.float64), 6).tolist(),
+    })
+

@@ -1,0 +1,104 @@
+"""Token axes and the geometry of maps over a sentence's tokens, shared by the attention, activation, similarity and
+purpose figures: which positions to show, block averaging past MAX_CELLS, tick labels that never overprint, map
+heights and margins; and the check that a layer, head or tap exists in a trace.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..model import TAPS
+from ..trace import Trace
+from . import style
+from .text import label, text_px
+
+SPECIAL = frozenset({"[CLS]", "[SEP]"})
+MAX_CELLS = 512  # rows or columns of a heatmap beyond which values are block-averaged
+
+
+def check(trace: Trace, layer: int, head: int | None = None, tap: str | None = None) -> None:
+    """ValueError naming the valid range when a layer, head or tap is out of range."""
+    if not 0 <= layer < trace.num_layers:
+        raise ValueError(f"layer={layer} is out of range; choose a layer from 0 to {trace.num_layers - 1}.")
+    if head is not None and not 0 <= head < trace.num_heads:
+        raise ValueError(f"head={head} is out of range; choose a head from 0 to {trace.num_heads - 1}.")
+    if tap is not None and tap not in TAPS:
+        raise ValueError(f"tap={tap!r} is unknown; choose one of {', '.join(TAPS)}.")
+
+
+def kept(tokens: list[str], hide_special: bool) -> list[int]:
+    """Positions to show: all, or all but [CLS]/[SEP] (all again if nothing else is left)."""
+    keep = [i for i, t in enumerate(tokens) if not (hide_special and t in SPECIAL)]
+    return keep or list(range(len(tokens)))
+
+
+def bounds(n: int, k: int) -> np.ndarray:
+    """k + 1 block boundaries splitting range(n) into k nearly equal blocks."""
+    return np.linspace(0, n, k + 1).round().astype(int)
+
+
+def block_mean(x: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """Block-average a 2-D array down to at most rows x cols."""
+    for axis, k in ((0, rows), (1, cols)):
+        n = x.shape[axis]
+        if n > k:
+            b = bounds(n, k)
+            sizes = np.diff(b).reshape((-1, 1) if axis == 0 else (1, -1))
+            x = np.add.reduceat(x.astype(np.float64), b[:-1], axis=axis) / sizes
+    return x
+
+
+def categories(tokens: list[str], positions: list[int], k: int = MAX_CELLS) -> list[str]:
+    """Unique axis values "token (position)", so repeated tokens stay distinct; one per block above k positions."""
+    if len(positions) <= k:
+        return [f"{label(tokens[p])} ({p})" for p in positions]
+    b = bounds(len(positions), k)
+    return [
+        f"{label(tokens[positions[lo]], 12)} … {label(tokens[positions[hi - 1]], 12)} "
+        f"({positions[lo]}–{positions[hi - 1]})"
+        for lo, hi in zip(b[:-1], b[1:], strict=True)
+    ]
+
+
+def token_axis(cats: list[str], tokens: list[str], positions: list[int], presentation: bool,
+               max_ticks: int = 48, size: int | None = None) -> dict:
+    """Category axis whose ticks show just the tokens (every k-th above max_ticks; none for blocks)."""
+    if len(cats) != len(positions):
+        return dict(type="category", showticklabels=False)
+    step = max(1, math.ceil(len(cats) / max(max_ticks, 1)))
+    if size is None:
+        size = (18 if presentation else 14) if len(cats) <= 24 else (style.MIN_PRESENT_FONT if presentation else 11)
+    return dict(type="category", tickmode="array", tickvals=cats[::step],
+                ticktext=[label(tokens[p], 16) for p in positions[::step]], tickfont=dict(size=size))
+
+
+def map_height(n: int, presentation: bool) -> int:
+    """Height of a token-by-token map: grows with the tokens up to what a 900 px laptop (or projector) shows."""
+    return min(max(28 * n + 330, 480), style.PRESENT_HEIGHT if presentation else 720)
+
+
+def _tick_room(height: int, top: int, tick_size: int) -> int:
+    """How many token labels fit along a map's height without overprinting (one per 1.4 label heights)."""
+    return max(4, int((height - top - 160) / (1.4 * tick_size)))
+
+
+def map_axis(cats: list[str], tokens: list[str], positions: list[int], presentation: bool, height: int,
+             top: int) -> dict:
+    """Token axis of a square map: the largest label size (18 px, else the 14 px minimum on a projector) at which
+    every token gets a label, else every k-th token at the minimum size."""
+    sizes = (18, style.MIN_PRESENT_FONT) if presentation else (14, 11)
+    size = next((s for s in sizes if len(cats) <= _tick_room(height, top, s)), sizes[-1])
+    return token_axis(cats, tokens, positions, presentation, _tick_room(height, top, size), size)
+
+
+def heatmap_margins(ticktext: list[str], tick_size: int, size: int, bar: str = "weight") -> dict:
+    """Left, bottom and right margins that already fit the token ticks (x turned 45°), the axis titles and the
+    colour bar, so plotly's automargin seldom has to widen them: each widening redraws the whole figure, which at
+    512 tokens cost 50 ms of the 300 ms a head change may take. An estimate too small only costs that redraw.
+    The colour bar's title runs along the bar; sizing it as if it were level leaves room to spare."""
+    widest = max((text_px(t, tick_size) for t in ticktext), default=0.0)
+    return dict(l=round(widest + size + 36), b=round(0.71 * widest + tick_size + size + 40),
+                r=round(60 + text_px(bar, size)))
+

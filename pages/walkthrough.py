@@ -1,0 +1,58 @@
+"""Step through a layer: walk one encoder layer's data flow, node by node, with the tensor at each stop."""
+
+import streamlit as st
+
+import ui
+from encoder.viz import activations, diagram, export, style
+from ui import pages
+from ui.steps import layer_steps
+
+
+def page() -> None:
+    """Previous and Next through the layer's steps: the diagram with the step's node lit, and its tensor."""
+    fr, trace = ui.need_trace()
+    steps = layer_steps(trace.config)
+    at = ui.state.fit("step", lo=0, hi=len(steps) - 1)
+
+
+    # The buttons are as wide as their labels, so "Previous" and "Next" are never cut; one layer: no slider, no gap.
+    cols = st.columns([3, 4, 3] if trace.num_layers > 1 else [3, 7], vertical_alignment="bottom")
+    buttons = cols[0].container(horizontal=True)
+    buttons.button("Previous", icon=":material/arrow_back:", on_click=ui.state.put, args=("step", at - 1),
+                   disabled=at == 0)
+    buttons.button("Next", icon=":material/arrow_forward:", on_click=ui.state.put,
+                   args=("step", at + 1), disabled=at == len(steps) - 1)
+    layer = ui.layer_slider(trace.num_layers, cols[-1])
+    step = steps[at]
+    cols[1].progress((at + 1) / len(steps), text=f"Step {at + 1} of {len(steps)}: {step.title}")
+
+    left, right = st.columns([1, 1] if fr.present else [2, 3])  # a projector: room for the compact diagram's text
+    with left:
+        # On a projector the compact drawing, as large as the column and DIAGRAM_HEIGHT allow.
+        graph = diagram.layer_diagram(trace.config, layer=layer, highlight=step.key, seq=trace.seq_len, compact=fr.present)
+        if fr.present:
+            st.graphviz_chart(graph, width="stretch", height=style.DIAGRAM_HEIGHT)
+        else:
+            st.graphviz_chart(graph, width="content")
+    with right:
+        st.subheader(step.title)
+        if trace.train and step.key in ("drop1", "drop2"):
+            st.caption("Training mode is on: the tensor shown is the sub-layer output before dropout.")
+        x = trace.taps[layer][step.tap]
+        st.plotly_chart(
+            activations.tensor_heatmap(x, trace.tokens, f"Layer {layer}, {step.tap}: {tuple(x.shape)}",
+                                       subtitle=style.mode_note(trace.train).removeprefix(" · "), presentation=fr.present),
+            config=export.png_config(export.export_name(trace, "step", f"L{layer}", step.tap,
+                                                        model=export.model_tag(trace.config, fr.model_key))),
+        )
+        st.write(step.text)
+        row = trace.stats().query("layer == @layer and tap == @step.tap").iloc[0]
+        m = st.columns(4)
+        m[0].metric("mean", f"{row['mean']:.3f}")
+        m[1].metric("std", f"{row['std']:.3f}")
+        m[2].metric("RMS", f"{row['rms']:.3f}")
+        m[3].metric("exact zeros", f"{row['zero_frac']:.1%}")
+        ui.caption("One row per token, one column per feature. Blue is negative, red positive; the scale is symmetric.")
+
+
+pages.show(page)

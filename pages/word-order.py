@@ -1,0 +1,65 @@
+"""Position: the positional encoding, and proof that without it the encoder cannot see word order."""
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from encoder.analysis import position
+from encoder.viz import activations, export, similarity
+from encoder.viz.teaching import grad_norm_chart
+from ui import captions, pages
+
+
+def page() -> None:
+    """The positional table, its similarity across positions, and the shuffle check with and without positions."""
+    fr, trace = ui.need_trace()
+    cfg = trace.config
+    tag = export.model_tag(cfg, fr.model_key)
+
+    st.subheader("The positional encoding of this model")
+    table = position.pe_table(cfg, trace.seq_len, fr.model)
+    if cfg.positional == "none":
+        st.info("This model has no positional encoding: positional = none.")
+    else:
+        left, right = st.columns(2)
+        left.plotly_chart(activations.positional_heatmap(table, f"{cfg.positional.capitalize()} positional encoding, "
+                                                         f"{trace.seq_len} positions", presentation=fr.present),
+                          config=export.png_config(export.export_name(trace, "positional", model=tag)))
+        right.plotly_chart(similarity.position_similarity(table, presentation=fr.present),
+                           config=export.png_config(export.export_name(trace, "position-similarity", model=tag)))
+        ui.caption(captions.position_caption(table, cfg.positional, captions.is_trained(fr.model_key)))
+
+    st.subheader("Shuffle the words")
+    ui.caption("Attention is a weighted sum, so without positional information each layer is blind to order: "
+               "shuffling the input only shuffles the outputs and the rows and columns of every attention map.")
+    seed = ui.state.get("shuffle")
+    st.button("Shuffle again", icon=":material/shuffle:", on_click=ui.state.put, args=("shuffle", (seed + 1) % 10_000))
+    try:
+        runs = {f"this model (positional = {cfg.positional})":
+                ui.get_permutation_check(fr.model_key, fr.device, (), trace.text, seed)}
+        if cfg.positional != "none":
+            runs["same weights, positional = none"] = ui.get_permutation_check(
+                fr.model_key, fr.device, (("positional", "none"),), trace.text, seed)
+    except ValueError as err:
+        st.info(str(err))
+        st.stop()
+    first = next(iter(runs.values()))
+    st.text("Shuffled: " + " ".join(first.permuted_tokens))
+    summary = pd.DataFrame(
+        [{"model": name, "max |out(Px) − P·out(x)|": r.out_diff, "max |A(Px) − P·A·Pᵀ|": r.attn_diff,
+          "order-blind": "yes" if r.invariant else "no"} for name, r in runs.items()]
+    )
+    st.dataframe(summary, hide_index=True, width="stretch")
+    per_layer = pd.DataFrame(
+        [{"layer": i, "attention difference": d, "model": name}
+         for name, r in runs.items() for i, d in enumerate(r.attn_diff_per_layer)]
+    )
+    # Differences below ROUNDING are float noise: drawn at the floor (and said so), not as a zig-zag on the log axis.
+    st.plotly_chart(grad_norm_chart(per_layer, "layer", "attention difference", "model",
+                                    "Attention after shuffling vs shuffled attention, per layer", x_title="layer",
+                                    y_title="max |A(Px) − P·A·Pᵀ|", floor=captions.ROUNDING, presentation=fr.present),
+                    config=export.png_config(export.export_name(trace, "shuffle", f"seed{seed}", model=tag)))
+    ui.caption(captions.shuffle_caption({name: r.attn_diff for name, r in runs.items()}))
+
+
+pages.show(page)

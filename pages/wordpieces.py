@@ -1,0 +1,43 @@
+"""Tokens & embeddings: the WordPiece tokens, their rows of the embedding table, and how alike those rows are."""
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from encoder.viz import activations, export, similarity, style
+from ui import captions, pages
+
+
+def page() -> None:
+    """The tokens, their rows of the embedding table and their similarity; a link to the Position page."""
+    fr, trace = ui.need_trace()
+    tag = export.model_tag(trace.config, fr.model_key)
+
+    st.subheader(f"{trace.seq_len} WordPiece tokens and their embeddings")
+    if trace.truncated:
+        st.warning(f"The input was truncated to the model's maximum of {trace.config.max_len} tokens.")
+    ui.caption("WordPiece splits rare words into known pieces (continuations start with ##) and adds [CLS] at the start "
+               "and [SEP] at the end. Uncased models lowercase and strip accents first.")
+    vectors = fr.model.embed.tok.weight[trace.token_ids].detach().cpu()  # (seq, d_model): the table's rows, no positions
+    left, right = st.columns([1, 2])
+    left.dataframe(pd.DataFrame({"position": range(trace.seq_len), "token": trace.tokens, "id": trace.token_ids}),
+                   hide_index=True, width="stretch", height=min(style.PRESENT_HEIGHT if fr.present else 520,
+                                                                38 + 35 * trace.seq_len))
+    right.plotly_chart(activations.tensor_heatmap(vectors, trace.tokens, f"Token embeddings: {trace.seq_len} × "
+                                                  f"{trace.config.d_model}", subtitle="rows of the embedding table, no positions",
+                                                  presentation=fr.present),
+                       config=export.png_config(export.export_name(trace, "token-embeddings", model=tag)))
+    left, right = st.columns([2, 1])
+    left.plotly_chart(similarity.token_similarity(vectors, trace.tokens, "Token embeddings: cosine similarity",
+                                                  presentation=fr.present),
+                      config=export.png_config(export.export_name(trace, "token-similarity", model=tag)))
+    with right:
+        ui.caption(captions.embedding_caption(trace, vectors, captions.is_trained(fr.model_key)))
+        positional = trace.config.positional
+        st.markdown("**Positional encoding:** " + ("none: this model cannot tell word order apart." if positional == "none"
+                    else f"{positional}, added to these rows before the first layer."))
+        position = pages.page("word-order")
+        st.page_link(position.file, label=f"See it on the {position.title} page", icon=position.icon)
+
+
+pages.show(page)
