@@ -8,7 +8,7 @@ is polled without adding load: the health endpoint over HTTP and the entrypoint'
 (root on the host sees the container's /tmp), every 50 ms; the HEALTHCHECK is run once at the end to confirm.
 Prints a table and one JSON line with the machine and the image's size.
 
-    .venv-test/bin/python benchmarks/container_bench.py [--runs 3]
+    .venv-test/bin/python -m benchmarks.container_bench [--runs 3]
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ import datetime as dt
 import json
 import os
 import statistics
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import cpu_name  # noqa: E402
 from deploy.container import IMAGE, container, podman  # noqa: E402

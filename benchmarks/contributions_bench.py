@@ -1,6 +1,6 @@
 """ALTI, Value Zeroing and DecompX on the pretrained model: time at 128 tokens, and DecompX's peak memory at 512.
 
-Run from the repo root: `python benchmarks/contributions_bench.py [--threads N] [--skip-512]` (a few minutes on
+Run from the repo root: `python -m benchmarks.contributions_bench [--threads N] [--skip-512]` (a few minutes on
 2 cores). Prints a table, then one JSON line with every figure and the machine it ran on.
 
 Times are medians over rounds that take the measures in turn, so a busy neighbour slows them alike. With
@@ -24,8 +24,6 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as app.py sets it: waiting threads yield the cores
 
 import torch  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import encoder  # noqa: E402
 from benchmarks import encoder_bench  # noqa: E402
@@ -85,8 +83,9 @@ def child_512(key: str) -> None:
 
 
 def run_512(key: str, threads: int | None) -> dict:
-    cmd = [sys.executable, __file__, "--child-512", key] + ([f"--threads={threads}"] if threads else [])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    cmd = [sys.executable, "-m", "benchmarks.contributions_bench", "--child-512", key]
+    cmd += [f"--threads={threads}"] if threads else []
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1]).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

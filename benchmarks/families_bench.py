@@ -1,7 +1,7 @@
 """A ModernBERT-shaped model: encoder.run() vs transformers' eager ModernBERT on the same weights, and the
 sliding window (blocks of queries against their keys) vs a full masked softmax.
 
-Run from the repo root: `python benchmarks/families_bench.py [--threads N]` (a few minutes on 2 cores).
+Run from the repo root: `python -m benchmarks.families_bench [--threads N]` (a few minutes on 2 cores).
 Prints a table, then one JSON line with every figure and the machine it ran on.
 
 The model is a custom EncoderConfig shaped as ModernBERT-base (d_model 768, 12 heads, 22 layers, GeGLU with
@@ -19,17 +19,13 @@ import json
 import math
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import encoder  # noqa: E402
 from benchmarks import encoder_bench  # noqa: E402

@@ -1,6 +1,6 @@
 """The handout of a 10-slide lesson: build time and size (issue 21: <= 10 s and <= 8 MB), cold and warm.
 
-Run from the repo root: `python benchmarks/handout_bench.py [--reps 3]`. The 10-slide lesson takes, from the built-in
+Run from the repo root: `python -m benchmarks.handout_bench [--reps 3]`. The 10-slide lesson takes, from the built-in
 lessons in order, the first slide of each page until ten pages are covered (a diagram, both layer diagrams' SVG,
 attention, a head's steps, statistics, tokens, trajectories, sentence embeddings, Post-LN vs Pre-LN, gradient norms).
 "Cold" is the first build in this process (models loaded, sentences traced, gradients computed); "warm" rebuilds it
@@ -15,12 +15,8 @@ import json
 import logging
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
 

@@ -1,7 +1,7 @@
 """Issue 19's measures at 128 tokens on the pretrained model: the value-weighted and residual-and-norm maps, Integrated
 Gradients toward a similarity, and the deletion curves.
 
-Run from the repo root: `python benchmarks/measures_bench.py [--threads N] [--seq 128]` (about 2 minutes on 2 idle
+Run from the repo root: `python -m benchmarks.measures_bench [--threads N] [--seq 128]` (about 2 minutes on 2 idle
 cores). Prints a table, then one JSON line with every figure and the machine.
 
 Rows (medians of the repeats; targets from issue 19):
@@ -22,14 +22,10 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import encoder  # noqa: E402
 from benchmarks.encoder_bench import sentence  # noqa: E402

@@ -43,7 +43,7 @@ def healthy(url: str) -> bool:
 
 def warm_command(url: str) -> list[str]:
     """The warm-up, as deploy/serve.sh runs it: one session over Streamlit's protocol visits every page."""
-    return [sys.executable, str(APP_DIR / "deploy" / "warm.py"), url]
+    return [sys.executable, "-m", "deploy.warm", url]  # run in APP_DIR, so the app's packages import
 
 
 def streamlit_command() -> list[str]:

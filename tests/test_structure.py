@@ -56,12 +56,6 @@ LAYERS = (
     ("benchmarks", "scripts"),  # measurements and maintenance scripts
     ("tests",),
 )
-# Reaches into another module's private names that other branches still own; each goes when they land.
-KNOWN_REACHES = {
-    ("ui.heatmap", "encoder.viz.figures._scale"),  # the components branch (issue 22): style.colorscale
-    ("ui.heatmap", "ui.headview._deflated"),  # the components branch: the public attention-payload module
-    ("ui.heatmap", "ui.headview._picked"),
-}
 SKIP_DIRS = {"node_modules", "artifacts", "__pycache__"}
 
 
@@ -166,5 +160,4 @@ def test_no_module_reaches_into_another_modules_private_names():
             if (isinstance(node, ast.Attribute) and private(node.attr) and isinstance(node.value, ast.Name)
                     and bound.get(node.value.id, module) != module):
                 reaches.add((module, f"{bound[node.value.id]}.{node.attr}"))
-    assert reaches <= KNOWN_REACHES, f"private names used from another module: {sorted(reaches - KNOWN_REACHES)}"
-    assert KNOWN_REACHES <= reaches, f"gone, so take them off KNOWN_REACHES: {sorted(KNOWN_REACHES - reaches)}"
+    assert not reaches, f"private names used from another module: {sorted(reaches)}"

@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import encoder
-from encoder.viz.figures import export_name
+from encoder.viz.export import export_name
 
 from . import fragment, need_trace, payload, state
 from .components import register

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 import encoder
-from encoder.viz import figures
-from encoder.viz.diagram import printable
+from encoder.viz import attention, export, style
+from encoder.viz.text import printable
 
 from . import headview, payload
 from .components import register
@@ -36,9 +36,9 @@ def fits(fr: Any, trace: encoder.Trace, *, avg: bool, hide: bool) -> bool:
 
 
 def stops() -> list[list[float]]:
-    """The attention colour scale as [position, r, g, b] stops: the ones figures.attention_heatmap gives plotly."""
+    """The attention colour scale as [position, r, g, b] stops: the ones attention.attention_heatmap gives plotly."""
     out = []
-    for at, colour in figures._scale(figures.ATTENTION_SCALE):
+    for at, colour in style.colorscale(style.ATTENTION_SCALE):
         r, g, b = (float(v) for v in colour.strip().removeprefix("rgb(").removesuffix(")").split(","))
         out.append([float(at), r, g, b])
     return out
@@ -49,9 +49,9 @@ def data(fr: Any, trace: encoder.Trace, layer: int, head: int, scale: str, tag: 
     title, stops, PNG file names per layer and head, tick labels), then the chosen head's float32 weights
     (little-endian, T x T), for exact colours and hover."""
     key = fr.trace_key
-    names = [[figures.export_name(trace, "attention", f"L{n}", f"H{h}", model=tag) for h in range(trace.num_heads)]
+    names = [[export.export_name(trace, "attention", f"L{n}", f"H{h}", model=tag) for h in range(trace.num_heads)]
              for n in range(trace.num_layers)]
-    _, _, _, bar = figures.colour_scale(np.zeros((1, 1), np.float32), scale)
+    _, _, _, bar = attention.colour_scale(np.zeros((1, 1), np.float32), scale)
     sel = dict(layer=layer, head=head, avg=False, query=0, scale=scale, bar=bar, stops=stops(), names=names,
                labels=[printable(t, 16) for t in trace.tokens], train=bool(trace.train))  # labels: as plotly's ticks
     body = payload.build(trace, sel, name=names[layer][head], present=fr.present, trace_id=fr.trace_id,

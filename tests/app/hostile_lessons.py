@@ -12,7 +12,7 @@ import json
 import zlib
 from typing import Any
 
-from tests.hostile_inputs import HOSTILE
+from devkit.hostile_inputs import HOSTILE
 
 FORMAT = "encoder-explorer-lesson"
 

@@ -27,8 +27,8 @@ from deploy import container as podman_image
 from deploy import pip_setup
 from deploy.cluster import established
 from deploy.container import ContainerDeployment, containers_behind_nginx, edge
+from devkit.server import wait_ready
 from encoder.tokenizer import bundled_model_dir
-from tests.app.server import wait_ready
 from tests.app.test_deploy import CHART, EXCEPTION, QUERY, SENTENCE, load_in_thread
 
 pytestmark = pytest.mark.container

@@ -19,12 +19,13 @@ import torch
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from streamlit.testing.v1 import AppTest
 
 import encoder
+from devkit.apptest import app_test
 from encoder.analysis import embeddings
 from tests.app.hostile_lessons import FILES, LINKS, LITERAL_NOTES, lesson, slide, text
 from ui import lessons, settings
+from ui import pages as registry
 from ui.lessons import claims, format, library
 from ui.lessons import handouts as handout_module
 from ui.lessons.live import open_view
@@ -44,11 +45,9 @@ def assert_sentence(message: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ pages
-def test_the_pages_are_read_from_the_apps_navigation():
-    source = Path(APP).read_text(encoding="utf-8")
-    paths = re.findall(r'url_path="([^"]+)"', source)
+def test_the_pages_are_read_from_the_page_registry():
     pages = lessons.pages()
-    assert list(pages) == paths and len(paths) == 13
+    assert list(pages) == [entry.path for entry in registry.PAGES] and len(pages) == 13
     assert [p.path for p in pages.values() if p.default] == ["heatmaps"]
     assert pages["heatmaps"].url == "/" and pages["inside-a-head"].url == "/inside-a-head"
     for page in pages.values():
@@ -462,7 +461,7 @@ def test_the_config_answer_is_what_the_sidebar_says():
 @pytest.mark.parametrize("name", BUILTINS)
 def test_every_built_in_slide_is_drawn_by_the_app(name):
     """Each slide's settings in the store (as the player will put them), its page run by the app: no error."""
-    at = AppTest.from_file(APP, default_timeout=180).run()
+    at = app_test(timeout=180).run()
     for s in lessons.load_builtin(name).slides:
         at.session_state["settings"] = s.values()
         at.switch_page(lessons.page_of(s).script).run()

@@ -8,6 +8,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
+from devkit.hostile_inputs import BY_ID
 from encoder import EncoderConfig, build_model, run
 from encoder.analysis import attribution
 from encoder.analysis.attribution import (
@@ -21,7 +22,6 @@ from encoder.analysis.attribution import (
 )
 from encoder.analysis.embeddings import sentence_embedding
 from tests.encoder.conftest import DEFAULT
-from tests.hostile_inputs import BY_ID
 
 OTHER = "The creature stayed on the pavement because it was exhausted."
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from encoder.viz.diagram import printable
+from encoder.viz.text import printable
 
 from .format import (
     MAX_POINTS,

@@ -25,7 +25,8 @@ from plotly.offline import get_plotlyjs
 
 from encoder.analysis import embeddings
 from encoder.analysis.variants import find_token, token_rows
-from encoder.viz import diagram, figures, heads, purpose, teaching
+from encoder.viz import activations, attention, diagram, heads, purpose, teaching
+from encoder.viz import text as viz_text
 
 from .. import get_permutation_check, get_rollout, get_variant_trace
 from .. import purpose as sentences
@@ -53,12 +54,12 @@ def _attention(live: Live) -> go.Figure:
     v, trace = live.values, live.trace
     hide, layer = v["hide_special"], live.layer
     if v["view"] == "model":
-        return figures.model_view(trace, hide_special=hide)
+        return attention.model_view(trace, hide_special=hide)
     if v["view"] == "rollout":
         return purpose.rollout_heatmap(get_rollout(live.frame)[layer], trace.tokens, layer, hide_special=hide)
     if v["view"] == "layer":
-        return figures.attention_grid(trace, layer, hide_special=hide, scale=v["scale"])
-    return figures.attention_heatmap(trace, layer, None if v["avg"] else live.head, hide_special=hide, scale=v["scale"])
+        return attention.attention_grid(trace, layer, hide_special=hide, scale=v["scale"])
+    return attention.attention_heatmap(trace, layer, None if v["avg"] else live.head, hide_special=hide, scale=v["scale"])
 
 
 def _inside_a_head(live: Live) -> go.Figure:
@@ -67,7 +68,7 @@ def _inside_a_head(live: Live) -> go.Figure:
 
 def _activations(live: Live) -> go.Figure:
     trace = live.trace
-    return figures.tap_profile(trace.stats(), live.layer, norm=trace.config.norm, train=trace.train)
+    return activations.tap_profile(trace.stats(), live.layer, norm=trace.config.norm, train=trace.train)
 
 
 def _dataflow(live: Live) -> Svg:
@@ -81,7 +82,7 @@ def _dataflow(live: Live) -> Svg:
 def _tokens(live: Live) -> go.Figure:
     trace = live.trace
     vectors = live.frame.model.embed.tok.weight[trace.token_ids].detach().cpu()  # (seq, d_model), no positions
-    return figures.tensor_heatmap(vectors, trace.tokens, f"Token embeddings: {trace.seq_len} × {trace.config.d_model}",
+    return activations.tensor_heatmap(vectors, trace.tokens, f"Token embeddings: {trace.seq_len} × {trace.config.d_model}",
                                   subtitle="rows of the embedding table, no positions")
 
 
@@ -99,7 +100,7 @@ def _compare(live: Live) -> go.Figure:
     if rewired_note(fr.model_key, "", trace.config.norm, other):
         names[other] += " (rewired)"
     runs = {trace.config.norm: trace, other: twin}
-    return figures.attention_pair({names["post"]: runs["post"], names["pre"]: runs["pre"]}, live.layer, live.head,
+    return attention.attention_pair({names["post"]: runs["post"], names["pre"]: runs["pre"]}, live.layer, live.head,
                                   scale=v["scale"])
 
 
@@ -144,7 +145,7 @@ def _trajectories(live: Live) -> go.Figure:
     chosen = [w for w in live.values["follow"].split() if w in trace.tokens]
     highlight = [i for word in dict.fromkeys(chosen) for i, t in enumerate(trace.tokens) if t == word]
     points, shares = sentences.get_trajectories(live.frame)
-    subtitle = f"“{figures.label(' '.join(trace.text.split()), 90)}”"
+    subtitle = f"“{viz_text.label(' '.join(trace.text.split()), 90)}”"
     return purpose.trajectories(points, trace.tokens, highlight, shares, subtitle=subtitle)
 
 

@@ -1,18 +1,11 @@
-"""The app's pages as lessons need them: URL path, title and page file, read from app.py's navigation.
-
-This is the one place the lessons learn which pages exist. It reads the `st.Page(...)` calls of app.py as text (the
-frame is a Streamlit script and cannot be imported), so a page added there is a page a lesson can open. When the
-page registry of issue 22 lands, `pages()` should read it instead; nothing else here needs to change.
-"""
+"""The app's pages as lessons need them: URL path, title and page script, from the page registry (ui/pages.py)."""
 
 from __future__ import annotations
 
-import ast
 import functools
 from dataclasses import dataclass
-from pathlib import Path
 
-APP = Path(__file__).resolve().parents[2] / "app.py"
+from .. import pages as registry
 
 
 @dataclass(frozen=True)
@@ -33,18 +26,7 @@ class Page:
 @functools.cache
 def pages() -> dict[str, Page]:
     """Every page of the app by URL path, in navigation order."""
-    calls = [n for n in ast.walk(ast.parse(APP.read_text(encoding="utf-8")))
-             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "Page"]
-    found: dict[str, Page] = {}
-    for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
-        words = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-        script = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
-        if isinstance(script, str) and isinstance(words.get("url_path"), str):
-            path = words["url_path"]
-            found[path] = Page(path, str(words.get("title", path)), script, words.get("default") is True)
-    if not found:
-        raise RuntimeError(f"No st.Page(..., url_path=...) calls found in {APP.name}; lessons cannot name a page.")
-    return found
+    return {e.path: Page(e.path, e.title, e.file, e.default) for e in registry.PAGES}
 
 
 def default_page() -> Page:
