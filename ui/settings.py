@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from encoder import TAPS
+from encoder.analysis.measures import MEASURES
 from encoder.config import EncoderConfig
 from encoder.devices import DEVICES
 
@@ -159,6 +160,10 @@ SETTINGS: dict[str, Setting] = {
                 help="Bigger fonts, no explanatory captions, the sidebar folded away: for projecting."),
         # Page settings.
         Setting("view", "head", str, tuple(VIEW_LABELS), label="View", widget="segmented", names=VIEW_LABELS),
+        Setting("measure", "raw", str, tuple(MEASURES), label="Measure", widget="selectbox",
+                names={k: m.label for k, m in MEASURES.items()},
+                help="What the map shows: the raw attention weights, or a measure of how much each token really "
+                     "contributes to each position."),
         Setting("layer", 3, int, None, 0, MAX_LAYERS - 1, label="Layer", widget="slider"),  # pretrained L3 H1: "it" -> "animal"
         Setting("head", 1, int, None, 0, max(HEAD_OPTIONS) - 1, label="Head", widget="selectbox"),
         Setting("avg", False, bool, label="Average of heads", widget="toggle"),
