@@ -32,12 +32,13 @@ def gradients(fr: ui.Frame) -> None:
     df = grad_norms(depth).query("group == 'W2'").replace({"norm": {"post": "Post-LN", "pre": "Pre-LN"}})
     left, right = st.columns(2)
     left.plotly_chart(grad_norm_chart(df, "layer", "grad_norm", "norm", f"W2 gradient norm per layer, {depth} layers",
-                                      x_title="layer (0 = first)", y_title="gradient norm of W2", presentation=fr.present),
+                                      x_title="layer (0 = first)", y_title="gradient norm of W2", presentation=fr.present,
+                                      narrow=True),
                       config=export.png_config(f"stability_grad-norms_{depth}-layers"))
     t = trend().replace({"norm": {"post": "Post-LN", "pre": "Pre-LN"}})
     right.plotly_chart(grad_norm_chart(t, "num_layers", "last_w2", "norm", "Last layer's W2 gradient norm vs depth",
                                        x_title="number of layers", y_title="gradient norm of the last layer's W2",
-                                       presentation=fr.present),
+                                       presentation=fr.present, narrow=True),
                        config=export.png_config("stability_grad-norm-vs-depth"))
 
 

@@ -46,7 +46,7 @@ def tap_profile(stats: pd.DataFrame, layer: int, norm: str = "post", *, train: b
         title += f" ⚠ NaN/Inf first at '{bad.index[0]}'"
     fig.update_xaxes(type="category", title="tap")
     fig.update_yaxes(title="value", zeroline=True)
-    return style.apply(fig, title, presentation, style.mode_note(train).removeprefix(" · "), height=480)
+    return style.apply(fig, title, presentation, style.mode_note(train).removeprefix(" · "), height=480, narrow=True)
 
 
 def residual_norms(traces: dict[str, Trace], *, log_y: bool = False, presentation: bool = False) -> go.Figure:
@@ -71,7 +71,7 @@ def residual_norms(traces: dict[str, Trace], *, log_y: bool = False, presentatio
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
     train = any(t.train for t in traces.values())
     return style.apply(fig, "Residual stream norm by depth", presentation, style.mode_note(train).removeprefix(" · "),
-                       height=460)
+                       height=460, narrow=True, legend_above=True)
 
 
 def token_norms(trace: Trace, layer: int, tap: str, *, presentation: bool = False) -> go.Figure:
@@ -86,7 +86,7 @@ def token_norms(trace: Trace, layer: int, tap: str, *, presentation: bool = Fals
     bad = int((~np.isfinite(norms)).sum())
     note = f" ⚠ {bad} token(s) with NaN/Inf (no bar)" if bad else ""
     return style.apply(fig, f"Layer {layer}, {tap}: ‖x‖₂ per token{note}", presentation,
-                       style.mode_note(trace.train).removeprefix(" · "), height=460)
+                       style.mode_note(trace.train).removeprefix(" · "), height=460, narrow=True)
 
 
 def tap_histogram(trace: Trace, layer: int, tap: str, bins: int = 60, *, presentation: bool = False) -> go.Figure:
@@ -107,7 +107,7 @@ def tap_histogram(trace: Trace, layer: int, tap: str, bins: int = 60, *, present
     fig.update_layout(bargap=0)
     note = f" ⚠ {dropped:,} NaN/Inf dropped" if dropped else ""
     return style.apply(fig, f"Layer {layer}, {tap}: {finite.size:,} values{note}", presentation,
-                       style.mode_note(trace.train).removeprefix(" · "), height=440)
+                       style.mode_note(trace.train).removeprefix(" · "), height=440, narrow=True)
 
 
 def _clipped(m: float, z: np.ndarray) -> dict:
@@ -150,5 +150,5 @@ def positional_heatmap(table: Tensor, title: str, *, presentation: bool = False)
                                colorbar=_clipped(m, z)))
     fig.update_xaxes(title="dimension")
     fig.update_yaxes(title="position", autorange="reversed")
-    return style.apply(fig, label(title, 120), presentation, height=520)
+    return style.apply(fig, label(title, 120), presentation, height=520, narrow=True)
 

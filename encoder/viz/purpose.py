@@ -143,7 +143,8 @@ def depth_similarity(cosines: dict[str, list[float] | Tensor], token: str, colou
                      tickvals=list(range(depth)), ticktext=["emb"] + [f"L{i}" for i in range(depth - 1)])
     fig.update_yaxes(title="cosine similarity", range=[-1.05, 1.05], zeroline=True)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), showlegend=True)
-    return style.apply(fig, f"How similar '{label(token, 16)}' is to other tokens, layer by layer", presentation, height=460)
+    return style.apply(fig, f"How similar '{label(token, 16)}' is to other tokens, layer by layer", presentation, height=460,
+                       legend_above=True)
 
 
 def output_change(intact: Tensor, knocked: Tensor, tokens: list[str]) -> pd.DataFrame:

@@ -25,7 +25,7 @@ def position_similarity(table: Tensor, *, presentation: bool = False) -> go.Figu
                                colorbar=dict(title="cos", thickness=18, len=1)))
     fig.update_xaxes(title="position")
     fig.update_yaxes(title="position", autorange="reversed")
-    return style.apply(fig, "Cosine similarity between positions", presentation, height=520)
+    return style.apply(fig, "Cosine similarity between positions", presentation, height=520, narrow=True)
 
 
 def token_similarity(vectors: Tensor, tokens: list[str], title: str, *, presentation: bool = False) -> go.Figure:

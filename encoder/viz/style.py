@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from ..trace import Trace
-from .text import label
+from .text import label, text_px
 
 ATTENTION_SCALE = "Blues"
 DIVERGING = "RdBu_r"  # blue negative, white zero, red positive
@@ -25,6 +25,11 @@ FONT = "Helvetica, Arial, sans-serif"
 PRESENT_HEIGHT = 420
 DIAGRAM_HEIGHT = 480
 MIN_PRESENT_FONT = 14
+# How wide a title may be, at its own font size, in a chart that shares its row with another: half the main column at
+# 1024 px with the sidebar open (about 290 px), or half the screen when presenting (about 420 px). Wider titles are
+# broken into lines at spaces; plotly never wraps a title itself, so it ran past a narrow chart's right edge.
+NARROW_TITLE_PX = {False: 270, True: 400}
+WIDE_LEGEND_PX = 700  # the width a full-width chart's legend may take before it wraps (a 1024 px screen, sidebar open)
 
 
 @functools.cache
@@ -39,27 +44,91 @@ def colorscale(name: str) -> list[list]:
     return plotly.colors.get_colorscale(name)
 
 
-def layout(title: str, presentation: bool, subtitle: str = "", height: int | None = None) -> dict:
-    """Common look: white template, large fonts (larger still for a projector), title and optional subtitle."""
+def wrap(text: str, size: float, width: float) -> list[str]:
+    """Already-escaped label text broken at spaces into lines of at most `width` px at font `size` (text_px's estimate);
+    a word wider than that stays whole on its own line."""
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and text_px(lines[-1] + " " + word, size) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def legend_rows(names: list[str], size: int, width: float) -> int:
+    """How many rows a horizontal legend of these entries takes in `width` px (each entry: its text and ~46 px of
+    symbol and gap, as plotly.js draws them); 0 without entries."""
+    rows, used = 0, width
+    for name in names:
+        need = text_px(name, size) + 46
+        if used + need > width:
+            rows, used = rows + 1, 0.0
+        used += need
+    return rows
+
+
+def _title_room(size: int, title_lines: int, subtitle_lines: int, legend: int) -> int:
+    """The top margin that holds a title anchored at the top (10 px down), its subtitle, and `legend` rows of a
+    legend above the plot.
+
+    Where plotly.js puts the lines, measured in Chromium at font sizes 15 and 20: a title line is 1.33 em of the
+    title's size; a one-line title's subtitle ends 3.6 em (of the font size) + 10 px down, each further line of either
+    lower by its own height. A horizontal legend above the plot is 1.2 em + 15 px tall, each further row 1.45 em
+    more; 5 px keep it apart from the title.
+    """
+    title_px = size + 6
+    bottom = 1.33 * title_px * title_lines + 1
+    if subtitle_lines:
+        bottom = 3.6 * size + 10 + 1.33 * title_px * (title_lines - 1) + 1.3 * (size - 1) * (subtitle_lines - 1)
+    return round(bottom + (1.2 * size + 20 + 1.45 * size * (legend - 1) if legend else 10))
+
+
+def layout(title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
+           narrow: bool = False, legend_above: int = 0) -> dict:
+    """Common look: white template, large fonts (larger still for a projector), title and optional subtitle.
+
+    narrow: the chart shares its row with another, so a long title (and subtitle) is broken into lines that fit.
+    legend_above: the rows of a horizontal legend the figure puts just above its plot, below the title's lines.
+    """
     size = 20 if presentation else 15  # presentation: >= MIN_PRESENT_FONT everywhere, ticks included
+    titles, subtitles = [title], [subtitle] if subtitle else []
+    if narrow:
+        titles = wrap(title, size + 6, NARROW_TITLE_PX[presentation])
+        subtitles = wrap(subtitle, size - 1, NARROW_TITLE_PX[presentation]) if subtitle else []
+    top = 100 if subtitle else 70
+    anchored = narrow or legend_above  # title from the top down, so it cannot reach the legend or the plot
+    if anchored:
+        top = max(top, _title_room(size, len(titles), len(subtitles), legend_above))
     layout = dict(
         template=_white(),
         font=dict(family=FONT, size=size),
-        title=dict(text=title, font=dict(size=size + 6), x=0, xanchor="left",
-                   subtitle=dict(text=subtitle, font=dict(size=size - 1, color="#495057"))),
-        margin=dict(l=10, r=10, t=100 if subtitle else 70, b=10),
+        title=dict(text="<br>".join(titles), font=dict(size=size + 6), x=0, xanchor="left",
+                   subtitle=dict(text="<br>".join(subtitles), font=dict(size=size - 1, color="#495057"))),
+        margin=dict(l=10, r=10, t=top, b=10),
         hoverlabel=dict(font=dict(size=size)),
     )
+    if anchored:
+        # plotly.js lifts a title of several lines anchored at its top by about 0.7 em (measured in Chromium at 21 and
+        # 26 px): the pad gives that back; tests/app/test_projector.py checks the title is whole and clear of the legend
+        lift = round(0.7 * (size + 6)) if len(titles) > 1 else 0
+        layout["title"] |= dict(y=1.0, yref="container", yanchor="top", pad=dict(t=10 + lift))
     if height:
         layout["height"] = int(min(height, PRESENT_HEIGHT) if presentation else height)
     return layout
 
 
-def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", height: int | None = None) -> go.Figure:
+def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
+          narrow: bool = False, legend_above: bool = False) -> go.Figure:
     """Give a validated plotly figure the common look (see layout()); returns the same figure."""
     # The template as plotly's own (already validated) object: as a plain dict, update_layout validated every
     # property of it again, ~200 ms per figure (benchmarks/page_cpu.py); the object costs ~10 ms.
-    fig.update_layout(**layout(title, presentation, subtitle, height) | {"template": pio.templates["plotly_white"]})
+    rows = 0
+    if legend_above:  # its rows: the entries plotly shows, in the width this chart has
+        names = [str(t.name) for t in fig.data if t.name and t.showlegend is not False]
+        rows = legend_rows(names, 20 if presentation else 15, NARROW_TITLE_PX[presentation] if narrow else WIDE_LEGEND_PX)
+    fig.update_layout(**layout(title, presentation, subtitle, height, narrow=narrow, legend_above=rows)
+                      | {"template": pio.templates["plotly_white"]})
     if presentation:  # plotly draws tick labels at ~0.7 of the font size unless told: 16 px for the back row
         fig.for_each_xaxis(lambda a: a.tickfont.size is None and a.update(tickfont_size=16))
         fig.for_each_yaxis(lambda a: a.tickfont.size is None and a.update(tickfont_size=16))

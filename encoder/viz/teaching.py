@@ -71,8 +71,10 @@ def _log_range(lo: float, hi: float, ticks: list[float]) -> list[float]:
 
 def grad_norm_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str, *, x_title: str | None = None,
                     y_title: str | None = None, log_y: bool = True, floor: float | None = None,
-                    presentation: bool = False) -> go.Figure:
+                    presentation: bool = False, narrow: bool = False) -> go.Figure:
     """Lines of `y` against `x`, one per value of `color` (e.g. gradient norm per layer for each placement).
+
+    narrow: the chart shares its row with another (its title is wrapped to fit).
 
     floor: values below it are drawn at it, and the subtitle says so (float rounding noise of ~1e-7 would
     otherwise become a dramatic zig-zag on a log axis).
@@ -95,4 +97,4 @@ def grad_norm_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str, *,
         ticks, text = log_ticks(lo, hi)
         fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=text, range=_log_range(lo, hi, ticks))
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return style.apply(fig, label(title, 120), presentation, note, height=440)
+    return style.apply(fig, label(title, 120), presentation, note, height=440, narrow=narrow, legend_above=True)

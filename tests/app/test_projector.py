@@ -25,9 +25,6 @@ from ui import pages
 
 VIEWPORTS = [(1280, 720), (1024, 768)]
 WIDE = [(1024, 768), (1440, 900), (1920, 1080)]  # laptop and desktop screens, not presenting
-# Narrower than this with the sidebar open, titles built in figures.py and teaching.py run past their charts
-# (Activations, Compare's residual norms, Training stability, Position); they do not wrap.
-WHOLE_TITLES_FROM = 1440
 LOAD_MS = 180_000  # a page that computes on open (Training stability's gradients) on a busy 2-core machine
 
 
@@ -44,10 +41,6 @@ DRAWN_JS = """([ready]) => document.querySelector(ready)
 # Pages whose own controls and tables above the main figure still push it below a 720 px screen at first load: for
 # these the figure has to fit once scrolled to its top. Every other page shows its main figure whole without a scroll.
 SCROLLED: set[str] = set()
-# Pages with a chart title wider than its chart at 1024x768 when presenting; their figures are built in
-# encoder/viz/teaching.py and figures.py with titles that do not wrap: "W2 gradient norm per layer, 12 layers",
-# "Learned positional encoding, 16 positions" (about 480 px at 26 px on a 420 px wide half-column).
-LONG_TITLES = {"warmup", "word-order"}
 
 # The main figure's box, the header's and the viewport's; with scroll=true, after scrolling its top below the header.
 FIT_JS = """([sel, scroll]) => {
@@ -68,7 +61,8 @@ CUT_JS = """([root]) => [...document.querySelectorAll(
   .map(e => `${e.textContent.trim().slice(0, 60)} (${e.scrollWidth} > ${e.clientWidth} px)`)"""
 
 # Per chart: the tallest colour bar and the vertical extent of its heatmaps; the smallest tick label; how many pairs
-# of numbers printed in heatmap cells overlap (cells narrower than their text); whether the title runs past the chart.
+# of numbers printed in heatmap cells overlap (cells narrower than their text); whether the title runs past the chart
+# (right or top edge) or over its legend.
 CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')].map(c => {
   const maps = [...c.querySelectorAll('.heatmaplayer image')].map(i => i.getBoundingClientRect());
   const bars = [...c.querySelectorAll('.colorbar .cbfills')].map(f => f.getBoundingClientRect().height);
@@ -79,12 +73,19 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
     overprinted += Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1
       && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
   }));
-  const title = c.querySelector('.gtitle');
+  const title = c.querySelector('.gtitle'), svg = c.querySelector('svg.main-svg')?.getBoundingClientRect();
+  const sub = c.querySelector('.gtitle-subtitle')?.getBoundingClientRect();
+  const tb = c.querySelector('.gtitle')?.getBoundingClientRect();
+  const t = tb && sub && sub.width ? {left: Math.min(tb.left, sub.left), right: Math.max(tb.right, sub.right),
+                                      top: Math.min(tb.top, sub.top), bottom: Math.max(tb.bottom, sub.bottom)} : tb;
+  const legend = c.querySelector('.legend')?.getBoundingClientRect();
   return {title: title?.textContent ?? '',
           mapHeight: maps.length ? Math.max(...maps.map(m => m.bottom)) - Math.min(...maps.map(m => m.top)) : null,
           bar: bars.length ? Math.max(...bars) : null, smallestTick: ticks.length ? Math.min(...ticks) : null,
-          overprinted, titleCut: !!title && title.getBoundingClientRect().right
-                                 > c.querySelector('svg.main-svg').getBoundingClientRect().right + 1};
+          overprinted, titleCut: !!t && !!svg && (t.right > svg.right + 1 || t.top < svg.top - 1),
+          titleOnLegend: !!t && !!legend && legend.width > 0
+                         && Math.min(t.right, legend.right) - Math.max(t.left, legend.left) > 1
+                         && Math.min(t.bottom, legend.bottom) - Math.max(t.top, legend.top) > 1};
 })"""
 
 
@@ -154,7 +155,7 @@ def test_every_page_fits_the_projector(projector, app, path):
     assert page.locator('[data-testid="stSidebar"]').get_attribute("data-collapsed") == "true", where
     stray = page.locator(f"{MAIN} [data-testid='stMarkdownContainer'] p").filter(has_text=re.compile(r"^None$"))
     assert not stray.count(), f"{where}: a stray 'None' is printed"
-    for chart in assert_whole(page, where, titles=path not in LONG_TITLES):
+    for chart in assert_whole(page, where):
         if chart["bar"] is not None and chart["mapHeight"] is not None:
             assert chart["bar"] <= chart["mapHeight"] + 1, f"{where}: colour bar taller than its map: {chart}"
         if chart["smallestTick"] is not None:
@@ -170,15 +171,16 @@ def test_every_page_fits_the_projector(projector, app, path):
     assert box["left"] >= 0 and box["right"] <= box["vw"], f"{where}: figure wider than the screen: {box}"
 
 
-def assert_whole(page: Page, where: str, titles: bool = True) -> list[dict]:
-    """No widget label or button text is cut, no two heatmap cell numbers overprint, and (with `titles`) no chart
-    title runs past its chart; returns CHARTS_JS's measures of every chart."""
+def assert_whole(page: Page, where: str) -> list[dict]:
+    """No widget label or button text is cut, no two heatmap cell numbers overprint, and no chart title runs past its
+    chart; returns CHARTS_JS's measures of every chart."""
     cut = page.evaluate(CUT_JS, [MAIN])
     assert not cut, f"{where}: labels or buttons cut off: {cut}"
     charts = page.evaluate(CHARTS_JS)
     for chart in charts:
         assert not chart["overprinted"], f"{where}: numbers in heatmap cells overprint each other: {chart}"
-        assert not (titles and chart["titleCut"]), f"{where}: a chart title runs past its chart: {chart}"
+        assert not chart["titleCut"], f"{where}: a chart title runs past its chart: {chart}"
+        assert not chart["titleOnLegend"], f"{where}: a chart title is drawn over its legend: {chart}"
     return charts
 
 
@@ -188,7 +190,7 @@ def test_labels_and_titles_are_whole_on_laptop_and_desktop_screens(wide, app, pa
     page, since = wide, len(app.log.lines)
     open_page(page, app, path, present=False)
     assert_clean(page, app, since)
-    assert_whole(page, f"/{path} at {page.viewport_size}", titles=page.viewport_size["width"] >= WHOLE_TITLES_FROM)
+    assert_whole(page, f"/{path} at {page.viewport_size}")
 
 
 # Controls that presentation mode folds into a popover on a page: (path, query, the popover's button, a box inside).
