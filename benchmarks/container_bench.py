@@ -19,22 +19,13 @@ import json
 import os
 import statistics
 import time
-import urllib.request
 from pathlib import Path
 
+from benchmarks.machine import cpu_name
+from deploy.container import IMAGE, container, podman
+from deploy.entrypoint import READY_MARK, healthy
+
 ROOT = Path(__file__).resolve().parents[1]
-
-from benchmarks.machine import cpu_name  # noqa: E402
-from deploy.container import IMAGE, container, podman  # noqa: E402
-from deploy.entrypoint import READY_MARK  # noqa: E402
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
 
 
 def cold_start() -> dict:
