@@ -25,8 +25,6 @@ from benchmarks.machine import cpu_name
 from deploy.container import IMAGE, container, podman
 from deploy.entrypoint import READY_MARK, healthy
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def cold_start() -> dict:
     """Seconds from `podman run` to health 200 and to ready, and the warm server's resident memory."""
