@@ -120,19 +120,33 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
 
 def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
           narrow: bool = False, legend_above: bool = False) -> go.Figure:
-    """Give a validated plotly figure the common look (see layout()); returns the same figure."""
-    # The template as plotly's own (already validated) object: as a plain dict, update_layout validated every
-    # property of it again, ~200 ms per figure (benchmarks/page_cpu.py); the object costs ~10 ms.
+    """A figure built with plotly's validated objects, with the common look (see layout()).
+
+    The look is merged into the figure's own layout as plain dicts and the result is not validated again: plotly.py's
+    update_layout validated the template and every property once more, 20-60 ms a figure, which made the pages with
+    four charts cost 100-150 ms of server CPU per run (benchmarks/page_cpu.py). tests/encoder/test_figures.py
+    rebuilds every such figure with validation and checks it is the same.
+    """
     rows = 0
     if legend_above:  # its rows: the entries plotly shows, in the width this chart has
         names = [str(t.name) for t in fig.data if t.name and t.showlegend is not False]
         rows = legend_rows(names, 20 if presentation else 15, NARROW_TITLE_PX[presentation] if narrow else WIDE_LEGEND_PX)
-    fig.update_layout(**layout(title, presentation, subtitle, height, narrow=narrow, legend_above=rows)
-                      | {"template": pio.templates["plotly_white"]})
+    # Each part's own plain dicts (numpy arrays stay arrays; the figure's to_plotly_json would encode them as base64)
+    look = merged(fig.layout.to_plotly_json(), layout(title, presentation, subtitle, height, narrow=narrow,
+                                                      legend_above=rows))
     if presentation:  # plotly draws tick labels at ~0.7 of the font size unless told: 16 px for the back row
-        fig.for_each_xaxis(lambda a: a.tickfont.size is None and a.update(tickfont_size=16))
-        fig.for_each_yaxis(lambda a: a.tickfont.size is None and a.update(tickfont_size=16))
-    return fig
+        for name in {"xaxis", "yaxis", *(k for k in look if k.startswith(("xaxis", "yaxis")))}:
+            axis = look.setdefault(name, {})
+            axis["tickfont"] = {"size": 16} | axis.get("tickfont", {})
+    return quick([trace.to_plotly_json() for trace in fig.data], look)
+
+
+def merged(base: dict, extra: dict) -> dict:
+    """`base` updated by `extra` as plotly's update_layout does: nested dicts merged key by key, `extra` winning."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def quick(data: list[dict], layout: dict) -> go.Figure:

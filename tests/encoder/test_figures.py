@@ -12,7 +12,7 @@ import torch
 
 import encoder
 from encoder.model import flow_order
-from encoder.viz import activations, attention, export, similarity, style
+from encoder.viz import activations, attention, export, similarity, style, teaching
 
 SENTENCE = "The cat sat on the mat."
 HOSTILE_TOKENS = ["[CLS]", "<b>x</b>", "a&b", "<a href='javascript:alert(1)'>y</a>", "the", "the", "<br>", "mat", "[SEP]"]
@@ -325,3 +325,32 @@ def test_log_axis_ticks_read_as_their_values():
     assert 10**lo < 0.51 and 10**hi > 3.86  # every point is inside the axis
     floored = grad_norm_chart(df.assign(g=[3e-8, 1e-7, 2e-8, 1, 1, 1]), "n", "g", "norm", "t", floor=1e-6)
     assert min(floored.data[0].y) == 1e-6 and "drawn at 1e-06" in floored.layout.title.subtitle.text
+
+
+STYLED = {  # figures built with plotly's validated objects and given the common look by style.apply
+    "tap-profile": lambda t, p: activations.tap_profile(t.stats(), 1, presentation=p),
+    "residual-norms": lambda t, p: activations.residual_norms({"<b>x</b>": t, "y": t}, presentation=p),
+    "token-norms": lambda t, p: activations.token_norms(t, 0, "attn", presentation=p),
+    "histogram": lambda t, p: activations.tap_histogram(t, 1, "ffn", presentation=p),
+    "tensor": lambda t, p: activations.tensor_heatmap(t.taps[0]["ffn"], t.tokens, "a title", presentation=p),
+    "positions": lambda t, p: similarity.position_similarity(t.hidden_states[0], presentation=p),
+    "grad-norms": lambda t, p: teaching.grad_norm_chart(
+        pd.DataFrame({"layer": [0, 1, 0, 1], "norm": [1.0, 2.0, 3.0, 1.5], "kind": ["post", "post", "pre", "pre"]}),
+        "layer", "norm", "kind", "W2 gradient norm per layer, 2 layers", presentation=p, narrow=True),
+}
+
+
+@pytest.mark.parametrize("presentation", [False, True], ids=["screen", "presentation"])
+@pytest.mark.parametrize("name", STYLED)
+def test_styled_figures_equal_validated_ones(small, name, presentation):
+    """style.apply merges the look into the figure's plain dicts without validating them again: rebuilt with
+    validation, every property is accepted and the JSON is the same; when presenting, no axis ticks below 16 px."""
+    fig = STYLED[name](small, presentation)
+    validated = go.Figure(fig.to_dict())
+    assert json.loads(fig.to_json()) == json.loads(validated.to_json())
+    spec = json.loads(fig.to_json())
+    assert spec["layout"]["template"]["layout"]  # plotly_white, spelled out
+    axes_ = [v for k, v in spec["layout"].items() if k.startswith(("xaxis", "yaxis"))]
+    assert axes_
+    if presentation:
+        assert all(a.get("tickfont", {}).get("size", 0) >= 16 for a in axes_), axes_
