@@ -32,6 +32,11 @@ NARROW_TITLE_PX = {False: 270, True: 400}
 WIDE_LEGEND_PX = 700  # the width a full-width chart's legend may take before it wraps (a 1024 px screen, sidebar open)
 
 
+# Every figure gets plotly_white from layout(). Without this, each go.Figure() deep-copied plotly's default template
+# first (a few ms a figure) only for layout() to replace it: plotly_white sets every key the default one does.
+pio.templates.default = None
+
+
 @functools.cache
 def _white() -> dict:
     """The plotly_white template as a plain dict, resolved once (plotly validates a named template per figure)."""
