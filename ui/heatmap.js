@@ -189,6 +189,17 @@ export function noteText({ layer, shares, measure, meta, specialNames }) {
   return `${share}${meta[measure].label}: ${meta[measure].describe}`;
 }
 
+// The one-head map's title: the measure (raw attention: "Attention"), the token it is computed for, the layer (or
+// through it, for measures that accumulate), the head or the average, hidden special tokens, and training mode.
+export function mapTitle({ s, m, tokens, H, train, hidden }) {
+  const name = m.key === "raw" ? "Attention" : m.label;
+  const who = !m.perHead ? "" : s.avg ? `, average of ${H} heads` : `, head ${s.head}`;
+  const into = m.needsToken ? ` into “${tokens[s.query]}” (${s.query})` : "";
+  const where = m.cumulative ? `, through layer ${s.layer}` : `, layer ${s.layer}`;
+  const gone = hidden.length ? ` · ${hidden.join(" / ")} hidden${m.rows1 ? ", rows renormalised" : ""}` : "";
+  return `${name}${into}${where}${who}${gone}${train ? " · training mode: dropout on" : ""}`;
+}
+
 // A colour bar: the palette from the top of the scale (top of the canvas) down to 0.
 function drawBar(canvas, lut) {
   const ctx = canvas.getContext("2d");
@@ -244,6 +255,7 @@ class AttentionMap extends View {
     const heading = el("div", "hm-heading");
     this.title = el("div", "hm-title");
     this.read = statusLine("hm-read");
+    this.sub = el("div", "hm-sub");
     heading.append(this.title, this.read);
     this.fig = el("div", "hm-fig");
     this.mapTitles = [0, 1].map(() => el("div", "hm-axis hm-maptitle"));
@@ -268,7 +280,7 @@ class AttentionMap extends View {
     this.stage.append(this.fig, this.grid);
     // Outside presentation mode the controls sit above the picture; on a projector beside it (ui/heatmap.css), so
     // the picture gets the screen's whole height below the page's title.
-    this.root.append(bar, this.reason, heading, this.stage, this.note);
+    this.root.append(bar, this.reason, heading, this.sub, this.stage, this.note);
     this.sources = [0, 1].map(() => el("canvas")); // K x K, one pixel per cell
     this.scratch = el("canvas"); // a thumbnail's n x n pixels
   }
@@ -286,6 +298,7 @@ class AttentionMap extends View {
     }
     this.meta = Object.fromEntries(h.measures.map((m) => [m.key, m]));
     Object.assign(this, { refused: h.refused, shares: h.shares, train: h.train, names: h.names, asked: null });
+    this.sub.textContent = h.sentence; // the sentence, as the plotly charts' subtitle quotes it
     if (!this.lut || this.stopsKey !== JSON.stringify(h.stops)) {
       this.stopsKey = JSON.stringify(h.stops);
       this.lut = palette(h.stops);
@@ -611,15 +624,8 @@ class AttentionMap extends View {
   }
 
   caption() {
-    const { s } = this;
-    const m = this.meta[s.measure];
-    const name = s.measure === "raw" ? "Attention" : m.label;
-    const who = !m.perHead ? "" : s.avg ? `, average of ${this.H} heads` : `, head ${s.head}`;
-    const into = m.needsToken ? ` into “${this.tokens[s.query]}” (${s.query})` : "";
-    const where = m.cumulative ? `, through layer ${s.layer}` : `, layer ${s.layer}`;
-    const hidden = s.hide_special && this.keep().length < this.T
-      ? ` · ${this.specialNames.join(" / ")} hidden${m.rows1 ? ", rows renormalised" : ""}` : "";
-    return `${name}${into}${where}${who}${hidden}${this.train ? " · training mode: dropout on" : ""}`;
+    return mapTitle({ s: this.s, m: this.meta[this.s.measure], tokens: this.tokens, H: this.H, train: this.train,
+      hidden: this.s.hide_special && this.keep().length < this.T ? this.specialNames : [] });
   }
 
   barTitle() {
@@ -742,13 +748,15 @@ class AttentionMap extends View {
     const { side, left, bottom, step, gap, top } = this;
     const keep = this.keep();
     const K = keep.length;
-    const head = font * 3;
+    const head = font * 4.6;
     const mapsW = this.pair ? 2 * side + gap : side;
     const W = left + mapsW + BAR_W + font * 6 + 24;
     const ctx = exportCanvas(W, head + top + side + bottom);
     ctx.fillStyle = "#212529";
     ctx.font = `bold ${font + 4}px ${family}`;
     ctx.fillText(this.caption(), 8, font * 1.8);
+    ctx.font = `${font}px ${family}`;
+    ctx.fillText(this.sub.textContent, 8, font * 3.4);
     ctx.font = `${font}px ${family}`;
     ctx.imageSmoothingEnabled = false;
     ctx.textBaseline = "middle";
@@ -784,11 +792,13 @@ class AttentionMap extends View {
   exportThumbs() {
     const f = this.tf;
     if (!f || !this.thumbMeans) return;
-    const head = this.font * 3;
-    const ctx = exportCanvas(f.W + 16, head + f.H + 8);
+    const head = this.font * 4.6;
+    const ctx = exportCanvas(f.W + BAR_W + this.font * 4 + 24, head + f.H + 8);
     ctx.fillStyle = "#212529";
     ctx.font = `bold ${this.font + 4}px ${this.family}`;
     ctx.fillText(this.title.textContent, 8, this.font * 1.8);
+    ctx.font = `${this.font}px ${this.family}`;
+    ctx.fillText(this.sub.textContent, 8, this.font * 3.4);
     ctx.drawImage(this.thumbCanvas, 8, head, f.W, f.H);
     ctx.drawImage(this.thumbBar, 8 + f.bar.x, head + f.bar.y, BAR_W, f.bar.h);
     ctx.font = `${this.font}px ${this.family}`;

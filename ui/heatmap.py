@@ -155,6 +155,7 @@ def header_base(fr: Any, trace: encoder.Trace, sel: dict[str, Any], tag: str) ->
     return dict(
         v=3, id=fr.trace_id, T=trace.seq_len, L=trace.num_layers, H=trace.num_heads, tokens=trace.tokens,
         labels=[printable(t, 16) for t in trace.tokens], specials=list(trace.special_positions),
+        sentence=f"“{printable(' '.join(trace.text.split()), 90)}”",
         specialNames=list(dict.fromkeys(trace.tokens[i] for i in trace.special_positions)), sel=sel,
         present=fr.present, train=bool(trace.train), stops=stops(),
         names=dict(model=export.safe_filename(tag, 40), words=export.sentence_words(trace)),

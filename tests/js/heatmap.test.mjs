@@ -155,3 +155,18 @@ test("the note: the special tokens' share per layer under raw attention and the 
   assert.equal(hm.noteText({ layer: 0, shares, measure: "raw", meta, specialNames: [] }),
     "Raw attention: The softmax weights alone.", "a model without special tokens");
 });
+
+test("the map's title: measure, token, layer, head or average, hidden specials, training mode", () => {
+  const raw = { key: "raw", label: "Raw attention", perHead: true, needsToken: false, cumulative: false, rows1: true };
+  const flow = { key: "flow", label: "Attention flow", perHead: false, needsToken: true, cumulative: true, rows1: true };
+  const lengths = { key: "value_raw", label: "Value-weighted (unscaled)", perHead: true, rows1: false };
+  const s = { layer: 3, head: 1, avg: false, query: 2 };
+  const base = { tokens: ["[CLS]", "it", "was"], H: 12, train: false, hidden: [] };
+  assert.equal(hm.mapTitle({ ...base, s, m: raw }), "Attention, layer 3, head 1");
+  assert.equal(hm.mapTitle({ ...base, s: { ...s, avg: true }, m: raw }), "Attention, layer 3, average of 12 heads");
+  assert.equal(hm.mapTitle({ ...base, s, m: flow, hidden: ["[CLS]", "[SEP]"] }),
+    "Attention flow into “was” (2), through layer 3 · [CLS] / [SEP] hidden, rows renormalised");
+  assert.equal(hm.mapTitle({ ...base, s, m: lengths, hidden: ["<s>", "</s>"] }),
+    "Value-weighted (unscaled), layer 3, head 1 · <s> / </s> hidden");
+  assert.equal(hm.mapTitle({ ...base, s, m: raw, train: true }), "Attention, layer 3, head 1 · training mode: dropout on");
+});
