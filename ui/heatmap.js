@@ -18,8 +18,10 @@ const THUMB_CELLS = { layer: 64, model: 32 }; // thumbnails are block means of a
 const SCALE_NAMES = { fixed: "0 to 1", auto: "Auto", row: "Per row" }; // ui/settings.py SCALE_LABELS
 const PICKED = ["view", "layer", "head", "avg", "hide_special", "scale", "measure", "beside", "query"];
 const CHUNK_MS = 8; // thumbnails computed per animation frame, so no input waits for more than a frame
-// Presentation mode: the controls' column beside the picture (ui/heatmap.css: at least 13em of 18 px).
-export const panelWidth = (width) => Math.max(13 * 18, Math.round(0.3 * width));
+// Presentation mode: the controls' column beside the picture (ui/heatmap.css: at least 17.5em of 16 px), so the
+// picture keeps the rest of the width and the screen's height below the page's title.
+export const panelWidth = (width) => Math.max(PANEL_PX, Math.round(0.28 * width));
+const PANEL_PX = 280;
 
 // ------------------------------------------------------------------------------------------------ the payload
 // ui/heatmap.py `data`: an outer payload whose header.zipped sizes its parts and header.parts says what each is:
@@ -177,15 +179,17 @@ export function blockMean(plane, K, n) {
 // The note under the map, true for the trace on screen: the special tokens' share of each row in this layer under
 // raw attention and under the measures the app computed (ui/heatmap.py `special_shares`), then what the chosen
 // measure includes and ignores.
+// layer null: every layer's share, in order (the model view shows every layer).
 export function noteText({ layer, shares, measure, meta, specialNames }) {
   const parts = [];
   for (const [key, per] of Object.entries(shares ?? {})) {
-    if (!per || per[layer] === undefined) continue;
-    const pct = `${Math.round(per[layer] * 100)}%`;
-    parts.push(parts.length ? `${meta[key].label.toLowerCase()}, ${pct}` : `${meta[key].label.toLowerCase()} puts ${pct} of each row on ${specialNames.join(" / ")}`);
+    if (!per || (layer !== null && per[layer] === undefined)) continue;
+    const pct = layer === null ? per.map((x) => `${Math.round(x * 100)}`).join(" / ") + " %" : `${Math.round(per[layer] * 100)}%`;
+    parts.push(parts.length ? `${meta[key].label.toLowerCase()}, ${pct}`
+      : `${meta[key].label.toLowerCase()} puts ${pct} of each row on ${specialNames.join(" / ")}`);
   }
-  const share = specialNames.length && parts.length
-    ? `Layer ${layer}, mean over heads and rows: ${parts.join("; ")}. ` : "";
+  const where = layer === null ? `Layers 0–${Object.values(shares).find(Boolean).length - 1}` : `Layer ${layer}`;
+  const share = specialNames.length && parts.length ? `${where}, mean over heads and rows: ${parts.join("; ")}. ` : "";
   return `${share}${meta[measure].label}: ${meta[measure].describe}`;
 }
 
@@ -412,6 +416,9 @@ class AttentionMap extends View {
     const family = getComputedStyle(this.root).fontFamily;
     const target = head ? this.fig : this.grid;
     const room = present ? window.innerHeight - pageTop(target) : null;
+    // On a projector the whole component stays on screen: the note beside the picture scrolls if it must.
+    if (present) this.root.style.setProperty("--room", `${Math.max(200, window.innerHeight - pageTop(this.root) - 4)}px`);
+    else this.root.style.removeProperty("--room");
     Object.assign(this, { font, family, K, pair });
     if (head) this.layoutMaps(font, family, width, room, K, pair);
     else this.layoutThumbs(font, width, room, present);
@@ -532,7 +539,8 @@ class AttentionMap extends View {
     if (refused) this.stamp.drawn(); // what is drawn is the reason, above the (dimmed) last picture
     else if (this.s.view === "head") this.drawMaps();
     else this.drawThumbs();
-    this.note.textContent = refused ? "" : noteText({ layer: this.s.layer, shares: this.shares, measure: this.s.measure,
+    this.note.textContent = refused ? "" : noteText({ layer: this.s.view === "model" ? null : this.s.layer,
+      shares: this.shares, measure: this.s.measure,
       meta: this.meta, specialNames: this.specialNames });
     Object.assign(this.root.dataset, { view: this.s.view, layer: String(this.s.layer), head: String(this.s.head),
       avg: this.s.avg ? "1" : "0", hide: this.s.hide_special ? "1" : "0", scale: this.s.scale, measure: this.s.measure,

@@ -150,6 +150,9 @@ test("the note: the special tokens' share per layer under raw attention and the 
   const text = hm.noteText({ layer: 1, shares, measure: "value", meta, specialNames: ["[CLS]", "[SEP]"] });
   assert.equal(text, "Layer 1, mean over heads and rows: raw attention puts 56% of each row on [CLS] / [SEP]; "
     + "value-weighted, 17%. Value-weighted: Weights times value lengths.");
+  assert.equal(hm.noteText({ layer: null, shares, measure: "value", meta, specialNames: ["[CLS]", "[SEP]"] }),
+    "Layers 0–1, mean over heads and rows: raw attention puts 29 / 56 % of each row on [CLS] / [SEP]; "
+    + "value-weighted, 12 / 17 %. Value-weighted: Weights times value lengths.", "the model view: every layer");
   assert.equal(hm.noteText({ layer: 0, shares: { raw: null }, measure: "raw", meta, specialNames: ["<s>", "</s>"] }),
     "Raw attention: The softmax weights alone.", "no share computed: only the description");
   assert.equal(hm.noteText({ layer: 0, shares, measure: "raw", meta, specialNames: [] }),
