@@ -3,6 +3,17 @@
 Run from the repo root: `python -m benchmarks.headview_bench` (about 2 minutes on 2 cores). Needs /usr/bin/chromium.
 Prints a table, then one JSON line with every figure and the machine.
 
+`--events` (issue 23, about 6 minutes): every interaction within a frame, as the browser's own Event Timing API sees
+it. A PerformanceObserver of type "event" with durationThreshold 16 (the smallest Chromium allows; durations come in
+steps of 8 ms) records every input event that took 16 ms or more from the input to the next frame painted; Chromium's
+performance.eventCounts gives how many events of each type there were in all. Real mouse and keyboard input
+(Playwright), paced like a person (150 ms apart), for the head view (Inside a head) and the attention map (Attention:
+one head, the all-heads grid, the model view) at 123 and 512 tokens: hover, click, layer, head and measure changes.
+Goal: no event over 16 ms at <= 128 tokens, none over 33 ms at 512. Also the medians of hover to paint (the views'
+own stamp: input event to the first frame painted after the redraw); mousemove, which moves the map's hover, is not
+an Event Timing event type, so for the map that median is the figure. And the payloads: what every page's first run
+sends over the websocket at 512 tokens (goal <= 3 MB) and what a settled pick of the map sends (goal <= 0.3 MB).
+
 Measured on the "Inside a head" page with the pretrained model (6 layers × 12 heads):
 - payload: the component's data at 128 tokens (all layers × heads, uint16) and at 512 tokens (8-bit weights,
   deflated layer by layer: as many layers as fit in ui.payload.SHIP_LIMIT, nearest the chosen one first).
@@ -170,10 +181,239 @@ def bench(runs: int) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------------------------ Event Timing
+# Before the app loads: every Event Timing entry of 16 ms or more, and every websocket message's size and time.
+EVENTS_INIT = """(() => {
+  const ev = window.__ev = {entries: [], ws: []};
+  ev.observer = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) ev.entries.push({name: e.name, duration: e.duration, start: e.startTime});
+  });
+  ev.observer.observe({type: 'event', durationThreshold: 16, buffered: true});
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', (e) => ev.ws.push([performance.now(), e.data.byteLength ?? e.data.size ?? 0]));
+    }
+  };
+})()"""
+# Event types Event Timing reports (mousemove and pointermove are not among them).
+TIMED = ("click", "pointerdown", "pointerup", "mousedown", "mouseup", "pointerover", "pointerenter", "mouseover",
+         "mouseenter", "pointerout", "pointerleave", "mouseout", "mouseleave", "keydown", "keyup", "keypress", "input")
+START_JS = """() => { window.__ev.entries = []; window.__ev.counts = Object.fromEntries(performance.eventCounts);
+                     window.__ev.t0 = performance.now(); }"""
+# After the last input: two frames and a task, so the observer has had the entries of the last events.
+END_JS = """() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(() => {
+  const ev = window.__ev;
+  ev.entries.push(...ev.observer.takeRecords().map(e => ({name: e.name, duration: e.duration, start: e.startTime})));
+  const counts = {};
+  for (const [k, v] of performance.eventCounts) if (v - (ev.counts[k] || 0)) counts[k] = v - (ev.counts[k] || 0);
+  done({entries: ev.entries.filter(e => e.start >= ev.t0), counts});
+}, 100))))"""
+WS_BYTES = "(t0) => window.__ev.ws.filter(([t]) => t >= t0).reduce((s, [, n]) => s + n, 0)"
+HM = """document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm')"""
+PAUSE_MS = 150  # between inputs: a person clicking through heads (a pacing, not a synchronisation)
+
+
+def root_state(page, view: str) -> dict:
+    return page.evaluate(f"() => ({{...({HV if view == 'hv' else HM}).dataset}})")
+
+
+def timed_batch(page, view: str, inputs: list) -> dict:
+    """Run real inputs, PAUSE_MS apart; the Event Timing entries and event counts they caused, and the views' own
+    input-to-paint times of those that redrew something."""
+    page.evaluate(START_JS)
+    paints = []
+    for act in inputs:
+        before = int(root_state(page, view).get("painted", 0))
+        act()
+        page.wait_for_timeout(PAUSE_MS)
+        after = root_state(page, view)
+        if int(after.get("painted", 0)) > before:
+            paints.append(float(after["inputMs"]))
+    got = page.evaluate(END_JS)
+    timed = {k: v for k, v in got["counts"].items() if k in TIMED}
+    return {"events": sum(timed.values()), "counts": timed, "durations": sorted(e["duration"] for e in got["entries"]),
+            "paints": paints}
+
+
+def open_at(page, url: str, path: str, params: dict, view: str) -> None:
+    page.goto(f"{url}{path}?" + urllib.parse.urlencode(params))
+    wait_ready(page, TIMEOUT_MS)
+    root = HV if view == "hv" else HM
+    page.wait_for_function(f"() => {{ const r = {root}; return r && r.dataset.draws && !r.classList.contains('loading'); }}",
+                           timeout=TIMEOUT_MS)
+    settle_app(page)
+
+
+def settle_app(page) -> None:
+    """Wait for the pick of the last clicks (sent SYNC_MS after them) and its run to be over."""
+    page.wait_for_timeout(1200)
+    wait_ready(page, TIMEOUT_MS)
+
+
+def centre(page, selector: str, i: int) -> tuple[float, float]:
+    b = page.locator(selector).nth(i).bounding_box()
+    return b["x"] + b["width"] / 2, b["y"] + b["height"] / 2
+
+
+def clicks(page, selectors: list[str]) -> list:
+    return [lambda sel=sel: page.locator(sel).click() for sel in selectors]
+
+
+def measure_keys(page, select: str, n: int) -> list:
+    """Keyboard steps through a <select> (real keydown events): focus it, then ArrowDown and ArrowUp in turn."""
+    page.locator(select).focus()
+    return [lambda i=i: page.keyboard.press("ArrowDown" if i % 2 == 0 else "ArrowUp") for i in range(n)]
+
+
+def headview_events(page, url: str, text: str) -> dict:
+    open_at(page, url, pages.page("inside-a-head").url, {"text": text}, "hv")
+    out = {}
+    toks = ".hv .hv-left .hv-tok"
+    n = page.locator(toks).count()
+    moves = [centre(page, toks, (3 + 7 * i) % n) for i in range(12)]
+    out["hover"] = timed_batch(page, "hv", [lambda xy=xy: page.mouse.move(*xy) for xy in moves])
+    out["click"] = timed_batch(page, "hv", clicks(page, [f"{toks} >> nth={(2 + 5 * i) % n}" for i in range(6)]))
+    settle_app(page)
+    out["layer"] = timed_batch(page, "hv", clicks(page, [f'.hv button[data-layer="{(i + 4) % 6}"]' for i in range(6)]))
+    settle_app(page)
+    out["head"] = timed_batch(page, "hv", clicks(page, [f'.hv button[data-head="{(i * 5 + 2) % 12}"]' for i in range(8)]))
+    settle_app(page)
+    if page.locator(".hv select").count():  # the head view's Measure choice, where it has one
+        out["measure"] = timed_batch(page, "hv", measure_keys(page, ".hv select", 6))
+        settle_app(page)
+    return out
+
+
+def map_events(page, url: str, text: str) -> dict:
+    """The map: one head, then the grid and the model view. The measure switches step through the measures with the
+    keyboard; a measure the browser lacks is asked for at once (that wait is the app's, not an input's)."""
+    open_at(page, url, "/", {"text": text, "measure": "value"}, "hm")
+    out = {}
+    box = page.locator(".hm canvas.hm-map").first.bounding_box()
+    cells = [(box["x"] + box["width"] * (0.1 + 0.07 * i), box["y"] + box["height"] * (0.9 - 0.06 * i)) for i in range(12)]
+    out["hover"] = timed_batch(page, "hm", [lambda xy=xy: page.mouse.move(*xy) for xy in cells])
+    toggles = ['.hm button[data-avg="1"]', '.hm button[data-flag="hide_special"]', '.hm button[data-scale="row"]',
+               '.hm button[data-flag="beside"]']
+    out["click"] = timed_batch(page, "hm", clicks(page, toggles + toggles[:2] + ['.hm button[data-scale="fixed"]']))
+    settle_app(page)
+    out["layer"] = timed_batch(page, "hm", clicks(page, [f'.hm button[data-layer="{(i + 4) % 6}"]' for i in range(6)]))
+    settle_app(page)
+    out["head"] = timed_batch(page, "hm", clicks(page, [f'.hm button[data-head="{(i * 5 + 2) % 12}"]' for i in range(8)]))
+    settle_app(page)
+    out["measure"] = timed_batch(page, "hm", measure_keys(page, ".hm select.hm-select", 6))
+    settle_app(page)
+    page.locator('[data-testid="stButtonGroup"] button', has_text="All heads of a layer").click()
+    wait_ready(page, TIMEOUT_MS)
+    page.wait_for_function(f"() => {HM}?.dataset.thumbs && !{HM}.classList.contains('loading')", timeout=TIMEOUT_MS)
+    out["grid layer"] = timed_batch(page, "hm", clicks(page, [f'.hm button[data-layer="{(i + 1) % 6}"]' for i in range(6)]))
+    settle_app(page)
+    page.locator('[data-testid="stButtonGroup"] button', has_text="Model view").click()
+    wait_ready(page, TIMEOUT_MS)
+    page.wait_for_function(f"() => {HM}?.dataset.thumbs === '72' && !{HM}.classList.contains('loading')",
+                           timeout=TIMEOUT_MS)
+    out["model measure"] = timed_batch(page, "hm", measure_keys(page, ".hm select.hm-select", 4))
+    settle_app(page)
+    return out
+
+
+def settled_bytes(page, url: str, text: str, runs: int) -> list[int]:
+    """Websocket bytes of the settled run after one head click on the map (the browser holds every layer)."""
+    open_at(page, url, "/", {"text": text}, "hm")
+    sizes = []
+    for i in range(runs):
+        t0 = page.evaluate("() => performance.now()")
+        search = page.evaluate("() => location.search")
+        page.locator(f'.hm button[data-head="{(i * 5 + 3) % 12}"]').click()
+        page.wait_for_function("(s) => location.search !== s", arg=search, timeout=TIMEOUT_MS)
+        settle_app(page)
+        sizes.append(page.evaluate(WS_BYTES, t0))
+    return sizes
+
+
+def page_bytes(browser, url: str, text: str) -> dict[str, int]:
+    """Websocket bytes of every page's first run at 512 tokens, opened by its URL in a fresh tab."""
+    out = {}
+    for entry in pages.PAGES:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.add_init_script(EVENTS_INIT)
+        page = context.new_page()
+        page.goto(f"{url}{entry.url}?" + urllib.parse.urlencode({"text": text}))
+        wait_ready(page, TIMEOUT_MS)
+        settle_app(page)  # a page's later runs (a component's first pick, a fragment) come within this
+        out[entry.title] = page.evaluate(WS_BYTES, 0)
+        context.close()
+    return out
+
+
+def distribution(durations: list[float]) -> str:
+    """Counts of the reported durations per 8 ms step: '16:3 24:1'."""
+    steps: dict[int, int] = {}
+    for d in durations:
+        steps[int(d)] = steps.get(int(d), 0) + 1
+    return " ".join(f"{k}:{v}" for k, v in sorted(steps.items())) or "-"
+
+
+def events(args) -> None:
+    model = load_pretrained()
+    texts = {n: text_of(model, n) for n in (123, 512)}
+    start_load = os.getloadavg()
+    started = time.strftime("%Y-%m-%d %H:%M %Z")
+    results: dict = {}
+    with streamlit_server() as (url, _), sync_playwright() as pw:
+        browser = launch(pw)
+        for n, text in texts.items():
+            for name, run_view in (("head view", headview_events), ("map", map_events)):
+                context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                context.add_init_script(EVENTS_INIT)
+                results[(name, n)] = run_view(context.new_page(), url, text)
+                context.close()
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.add_init_script(EVENTS_INIT)
+        settled = settled_bytes(context.new_page(), url, texts[512], max(3, args.runs // 2))
+        context.close()
+        sizes = page_bytes(browser, url, texts[512])
+        browser.close()
+    load = (start_load[0], os.getloadavg()[0])
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores, Chromium headless, {started}; load average "
+          f"{load[0]:.1f} at start, {load[1]:.1f} at end")
+    print("\nEvent Timing (durationThreshold 16 ms; Chromium reports durations in 8 ms steps): the timed events each "
+          "kind of input caused, how many took >= 16 ms, over 16 and over 33, and the reported durations (ms:count)")
+    head = (f"{'view':<10} {'tokens':>6} {'input':<14} {'events':>6} {'>=16':>5} {'>16':>4} {'>33':>4} "
+            f"{'to paint, med':>14}  durations")
+    print(head + "\n" + "-" * len(head))
+    rows = []
+    for (name, n), kinds in results.items():
+        limit = 16 if n <= 128 else 33
+        for kind, r in kinds.items():
+            over = sum(d > limit for d in r["durations"])
+            paint = statistics.median(r["paints"]) if r["paints"] else float("nan")
+            rows.append({"view": name, "tokens": n, "input": kind, "events": r["events"], "ge16": len(r["durations"]),
+                         "over16": sum(d > 16 for d in r["durations"]), "over33": sum(d > 33 for d in r["durations"]),
+                         "max": max(r["durations"], default=0), "paint_median_ms": round(paint, 1),
+                         "met": over == 0, "counts": r["counts"], "durations": r["durations"]})
+            print(f"{name:<10} {n:>6} {kind:<14} {r['events']:>6} {len(r['durations']):>5} "
+                  f"{rows[-1]['over16']:>4} {rows[-1]['over33']:>4} {paint:>14.1f}  {distribution(r['durations'])}"
+                  f"{'' if over == 0 else '   <- over ' + str(limit) + ' ms'}")
+    print(f"\nmap, settled run at 512 tokens (a head click): {', '.join(f'{b / 1e6:.3f}' for b in settled)} MB "
+          f"(goal <= 0.3 MB)")
+    print("first run of every page at 512 tokens (websocket bytes; goal <= 3 MB):")
+    for title, size in sizes.items():
+        print(f"  {title:<22} {size / 1e6:6.2f} MB{'' if size <= 3e6 else '   <- over'}")
+    machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "loadavg": load, "date": started}
+    print(json.dumps({"bench": "events", "rows": rows, "settled_bytes": settled, "page_bytes": sizes,
+                      "machine": machine}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--events", action="store_true", help="Event Timing of every input, and the payloads (issue 23)")
     args = parser.parse_args()
+    if args.events:
+        events(args)
+        return
     r = bench(args.runs)
     rows = [
         ("token hover, 128 tokens", r["hover_128_ms"], r["hover_128_max_ms"], TARGETS_MS["hover_128"]),

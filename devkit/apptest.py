@@ -10,7 +10,10 @@ settings. app_test() turns it off after AppTest has reset it, so every run goes 
 
 from __future__ import annotations
 
+import json
+import struct
 from pathlib import Path
+from typing import Any
 
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
@@ -34,3 +37,14 @@ def app_test(params: dict[str, str] | None = None, timeout: float = 120) -> AppT
     for key, value in (params or {}).items():
         at.query_params[key] = value
     return at
+
+
+def component_headers(at: AppTest) -> list[dict[str, Any]]:
+    """The header of every app component's payload on the page (ui/payload.py's format: [uint32 LE length][JSON]),
+    in page order: what the attention map or the head view was given, read without a browser."""
+    out = []
+    for element in at.get("bidi_component"):
+        data = element.proto.bytes
+        n = struct.unpack("<I", data[:4])[0]
+        out.append(json.loads(data[4:4 + n]))
+    return out

@@ -31,16 +31,28 @@ CHROMIUM_ARGS = [
 READY = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 # Run in a page (page.evaluate): from now on window.__runs counts the script runs it starts, window.__runStarts
 # holds when each started.
+# Counted from the observer's records, not from the attribute's value when the callback runs: a short run can start
+# and end before one callback, or its start and end can come in two callbacks after it is over.
 COUNT_RUNS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
-  window.__runs = 0;
+  let ended = 0, open = false;
   window.__runStarts = [];
-  let last = app.getAttribute('data-test-script-state');
-  new MutationObserver(() => {
+  Object.defineProperty(window, '__runs', {configurable: true, get: () => ended + (open ? 1 : 0)});
+  new MutationObserver((records) => {
     const now = app.getAttribute('data-test-script-state');
-    if (now === 'running' && last !== 'running') { window.__runs += 1; window.__runStarts.push(performance.now()); }
-    last = now;
-  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+    records.forEach((r, i) => {
+      const set = i + 1 < records.length ? records[i + 1].oldValue : now;  // what this change set the state to
+      if (r.oldValue === 'running') {  // a run ended (its start may not have been seen)
+        if (!open) window.__runStarts.push(performance.now());
+        ended += 1;
+        open = false;
+      }
+      if (set === 'running' && r.oldValue !== 'running' && !open) {
+        open = true;
+        window.__runStarts.push(performance.now());
+      }
+    });
+  }).observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
 }"""
 
 

@@ -3,72 +3,69 @@
 import streamlit as st
 
 import ui
+from encoder.analysis.measures import MEASURES
 from encoder.viz import attention, export, purpose
-from ui import captions, headview, heatmap, pages
+from ui import heatmap, pages
+
+
+def rollout_view(fr: ui.Frame, trace, tag: str) -> None:
+    """Attention rollout after the chosen layer: one plotly map (it has no heads, and the Measure choice of the map
+    offers the same rollout with the map's switches)."""
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    layer = ui.layer_slider(trace.num_layers, row.container(width="stretch"))
+    hide = ui.widget("hide_special", row.container(width="content"))
+    fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.tokens, layer, hide_special=hide,
+                                  presentation=fr.present)
+    st.plotly_chart(fig, config=export.png_config(export.export_name(trace, "rollout", f"L{layer}", model=tag)))
+    ui.caption("Attention rollout (Abnar & Zuidema, 2020) estimates how much each input token reaches each "
+               "position after this layer: every layer's head-averaged attention is mixed half and half with the "
+               "identity (the residual connection), its rows are renormalised, and the layers are multiplied. "
+               "It ignores the values, the feed-forward sub-layers and the differences between heads, so read it "
+               "as a rough map of where information can have come from, not as an explanation.")
 
 
 @ui.fragment
 def attention_view() -> None:
-    """Re-runs alone when a layer/head widget changes: the model is not run again."""
+    """Re-runs alone when the view changes or the map's settled choice comes back: the model is not run again."""
     fr, trace = ui.need_trace()
     view = ui.widget("view")
-    # One row that wraps instead of stacking: on a 420 px phone Layer and Head share a line and so do the two
-    # toggles (st.columns puts each on its own line there). Empty slots take no room.
-    row = st.container(horizontal=True, vertical_alignment="bottom")
-    cols = [row.container(width=w) for w in ("stretch", 120, "content", "content")]  # layer, head, avg, hide
-    hide = ui.widget("hide_special", cols[3])
-    if view == "model":
-        fig = attention.model_view(trace, hide_special=hide)
-        name = export.export_name(trace, "model-view")
-        ui.caption("Every head of every layer as a thumbnail (long inputs are block-averaged to keep the page light). "
-                   "Rows are query tokens, columns the keys they attend to.")
-        headview.clickable_chart(fig, export.png_config(name), "pick-model-view", trace.num_heads)  # click: open it
-        return
     tag = export.model_tag(trace.config, fr.model_key)
-    # Past 128 tokens one head is a canvas map with its own Layer and Head buttons (no rerun per switch).
-    canvas = view == "head" and heatmap.fits(fr, trace, avg=ui.state.get("avg"), hide=hide)
-    layer = None if canvas else ui.layer_slider(trace.num_layers, cols[0])
     if view == "rollout":
-        fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.tokens, layer, hide_special=hide,
-                                      presentation=fr.present)
-        st.plotly_chart(fig, config=export.png_config(export.export_name(trace, "rollout", f"L{layer}", model=tag)))
-        ui.caption("Attention rollout (Abnar & Zuidema, 2020) estimates how much each input token reaches each "
-                   "position after this layer: every layer's head-averaged attention is mixed half and half with the "
-                   "identity (the residual connection), its rows are renormalised, and the layers are multiplied. "
-                   "It ignores the values, the feed-forward sub-layers and the differences between heads, so read it "
-                   "as a rough map of where information can have come from, not as an explanation.")
+        rollout_view(fr, trace, tag)
         return
-    if view == "layer":
-        scale = ui.state.get("scale")  # drawn below the grid, so the grid sits high on a projector
-        fig = attention.attention_grid(trace, layer, hide_special=hide, scale=scale, presentation=fr.present)
-        name = export.export_name(trace, "all-heads", f"L{layer}", model=tag)
-        headview.clickable_chart(fig, export.png_config(name), "pick-grid", trace.num_heads, layer)  # click: open it
-        ui.widget("scale", st.columns([2, 3])[0])
-        ui.caption("Each head learns its own pattern: some look at the next or previous word, some at [SEP], "
-                   "some at related words. With no mask, every token may attend to every other (bidirectional). "
-                   + ("[CLS] and [SEP] are hidden and every row is renormalised over the keys left." if hide else ""))
+    # The map's place on the page is the same for every view, so switching views keeps the browser's component
+    # (and the maps it holds); a measure's progress goes below it.
+    slot, status = st.empty(), st.empty()
+    with slot:
+        sel = heatmap.show(fr, trace, view, tag, status)
+    if view != "head":
+        ui.caption("Rows are query tokens, columns the keys they attend to. Click a map to open that head.")
         return
-    avg = ui.widget("avg", cols[2])
-    scale = ui.state.get("scale")  # drawn below the map, so the map sits high on a projector
-    if canvas:
-        layer, head = heatmap.show(fr, trace, scale, tag)
-    else:
-        head = ui.head_select(trace.num_heads, cols[1], disabled=avg)
-    head_sel = None if avg else head
-    name = export.export_name(trace, "attention", f"L{layer}", "avg" if avg else f"H{head}", model=tag)
-    if not canvas:
-        fig = attention.attention_heatmap(trace, layer, head_sel, hide_special=hide, scale=scale, presentation=fr.present)
-        st.plotly_chart(fig, config=export.png_config(name))
-    saving = (" The PNG button above the map saves it for slides." if canvas
-              else " The camera button in the chart's toolbar saves a high-resolution PNG.")
-    ui.caption(captions.attention_caption(hide and captions.hides_any(trace.tokens), scale) + saving)
-    c0, d1, d2 = st.columns([3, 2, 2], vertical_alignment="bottom")
-    ui.widget("scale", c0)
-    get = ui.trace_lookup(fr)  # the downloads are built on click; they hold the trace's key, not the trace
-    d1.download_button("Download CSV", lambda: attention.attention_table(get(), layer, head_sel).to_csv(index=False),
-                       file_name=f"{name}.csv", mime="text/csv", icon=":material/download:")
-    d2.download_button("Download JSON", lambda: attention.attention_json(get(), layer, head_sel),
-                       file_name=f"{name}.json", mime="application/json", icon=":material/download:")
+    ui.caption("Each row is one query token: how much it draws from each key token, under the measure chosen above "
+               "the map (raw attention: softmax(QKᵀ/√d_k), every row summing to 1). Layer, head, measure, hidden "
+               "special tokens and the colour scale switch in the browser; hover a cell for its value, and the PNG "
+               "button saves the map for slides.")
+    download(fr, trace, sel, tag)
+
+
+def download(fr: ui.Frame, trace, sel: dict, tag: str) -> None:
+    """CSV and JSON of the one-head map on screen, built on click (they hold the trace's key, not the trace)."""
+    key, layer = sel["measure"], sel["layer"]
+    per_head = MEASURES[key].per_head
+    head = None if sel["avg"] or not per_head else sel["head"]
+    who = "avg" if head is None and per_head else ("all" if not per_head else f"H{head}")
+    name = export.export_name(trace, "attention" if key == "raw" else key, f"L{layer}", who, model=tag)
+    get = ui.trace_lookup(fr)
+    d1, d2, _ = st.columns([2, 2, 3], vertical_alignment="bottom")
+    if key == "raw":
+        hide = sel["hide_special"]
+        d1.download_button("Download CSV", lambda: attention.attention_table(get(), layer, head, hide).to_csv(index=False),
+                           file_name=f"{name}.csv", mime="text/csv", icon=":material/download:")
+        d2.download_button("Download JSON", lambda: attention.attention_json(get(), layer, head, hide),
+                           file_name=f"{name}.json", mime="application/json", icon=":material/download:")
+        return
+    d1.download_button("Download CSV", lambda: heatmap.table(fr, sel).to_csv(index=False), file_name=f"{name}.csv",
+                       mime="text/csv", icon=":material/download:")
 
 
 def page() -> None:

@@ -58,11 +58,13 @@ export function headMean(w, H, n, scale) {
 // A plane is one T x T map as {data, offset, scale}: cell x = q * T + k holds data[offset + x] * scale.
 export const valueAt = (plane, x) => plane.data[plane.offset + x] * plane.scale;
 
-// The positions a map shows: all, or with hide all but [CLS] and [SEP] (all again if nothing else is left), as
-// figures._kept does for the plotly maps.
-export function kept(tokens, hide) {
-  const keep = tokens.flatMap((t, i) => (hide && (t === "[CLS]" || t === "[SEP]") ? [] : [i]));
-  return keep.length ? keep : tokens.map((_, i) => i);
+// The positions a map shows: all T, or with hide all but the model's special tokens (the trace's special_positions:
+// [CLS]/[SEP], <s>/</s>...), all again if nothing else is left (as encoder/viz/axes.py kept does).
+export function kept(T, specials, hide) {
+  const skip = new Set(hide ? specials : []);
+  const keep = [];
+  for (let i = 0; i < T; i++) if (!skip.has(i)) keep.push(i);
+  return keep.length ? keep : Array.from({ length: T }, (_, i) => i);
 }
 
 // A plane cut to the rows and columns of `keep` (K positions): a K x K plane, each row divided by its sum when

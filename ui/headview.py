@@ -9,7 +9,6 @@ bring it (not the walkthrough below it).
 
 The component reports the chosen layer, head (or head average) and pinned query token back once the clicking
 stops; payload.store_pick writes them into the settings store, so the URL and the other pages follow.
-Also here: the click-through from the model view and the all-heads grid to the one-head view.
 """
 
 from __future__ import annotations
@@ -17,17 +16,14 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import plotly.graph_objects as go
-import streamlit as st
-
 import encoder
 from encoder.viz.export import export_name
 
-from . import fragment, need_trace, payload, state
+from . import fragment, need_trace, payload
 from .components import register
 from .payload import ships_all
 
-__all__ = ["KEY", "show", "ships_all", "clickable_chart", "clicked_head"]
+__all__ = ["KEY", "show", "ships_all"]
 
 KEY = "head-view"  # the component's key, whose "pick" payload.store_pick reads
 
@@ -65,56 +61,3 @@ def _one_layer_at_a_time_body() -> None:
 
 
 _one_layer_at_a_time = fragment(_one_layer_at_a_time_body)
-
-
-# ---------------------------------------------------------------------------------------------- click-through
-def clickable_chart(fig: go.Figure, config: dict, key: str, num_heads: int, layer: int | None = None) -> None:
-    """st.plotly_chart whose clicked thumbnail opens that layer/head in the one-head view.
-
-    The model view has one heatmap per (layer, head) in row order (trace n = layer * num_heads + head); the grid of
-    one layer has one per head (pass `layer`). Plotly cannot select a heatmap cell, so each thumbnail gets one
-    invisible square marker as large as the thumbnail, carrying its (layer, head): a click anywhere on it selects it.
-    """
-    spec = fig.to_dict()
-    data, lay = spec["data"], spec["layout"]
-    plot_h = lay.get("height", 450) - lay["margin"]["t"] - lay["margin"]["b"]
-    pads = []
-    for n, trace in enumerate(data):
-        if trace.get("type") != "heatmap":
-            continue
-        lh = (layer, n) if layer is not None else divmod(n, num_heads)
-        y_axis = lay["yaxis" + trace["yaxis"][1:]]
-        side = max(8, round(0.9 * plot_h * (y_axis["domain"][1] - y_axis["domain"][0])))
-        mid_x, mid_y = trace["x"][len(trace["x"]) // 2], trace["y"][len(trace["y"]) // 2]  # categories: no new ones
-        pads.append(dict(type="scatter", x=[mid_x], y=[mid_y], mode="markers", xaxis=trace["xaxis"], yaxis=trace["yaxis"],
-                         customdata=[list(lh)], showlegend=False, cliponaxis=False,
-                         marker=dict(symbol="square", size=side, opacity=0, color="#000"),
-                         selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0)),
-                         hovertemplate=f"layer {lh[0]}, head {lh[1]}: click to open<extra></extra>"))
-    for name, axis in lay.items():  # scatter traces would bring back the grid lines that heatmap axes leave out
-        if name.startswith(("xaxis", "yaxis")):
-            lay[name] = axis | dict(showgrid=False, zeroline=False)
-    clickable = go.Figure(data=[*data, *pads], layout=lay, _validate=False)
-    st.plotly_chart(clickable, config=config, key=key, selection_mode="points",
-                    on_select=functools.partial(_open_clicked, key))
-
-
-def clicked_head(points: list[dict[str, Any]]) -> tuple[int, int] | None:
-    """(layer, head) of the first clicked thumbnail in a plotly selection's points, or None."""
-    for point in points:
-        pair = point.get("customdata")
-        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) and v >= 0 for v in pair):
-            return pair[0], pair[1]
-    return None
-
-
-def _open_clicked(key: str) -> None:
-    event = st.session_state.get(key)
-    points = (event or {}).get("selection", {}).get("points", [])
-    hit = clicked_head(points)
-    if hit is None or not (payload.in_range(hit[0], "layer") and payload.in_range(hit[1], "head")):
-        return
-    state.put("layer", hit[0])
-    state.put("head", hit[1])
-    state.put("avg", False)
-    state.put("view", "head")

@@ -1,15 +1,66 @@
-// The one-head attention map past 128 tokens (issue 15), drawn on a canvas: one cell per query x key, scaled
-// without smoothing. Joined after ui/component_base.js (ui/components.py). The payload is the head view's
-// (ui/payload.py: every layer x head as 8-bit weights deflated layer by layer) with the chosen head's exact float32
-// weights as its tail (ui/heatmap.py). Layer and head buttons redraw from what the browser holds, with no script
-// run; the settled pick goes back to the app, whose next run brings that head's exact weights. Colours and the
-// hover use the exact weights when they are the ones on screen, else the 8-bit ones (within 1/510, which the hover
-// says). Colour scales fixed / auto / row are done here; "Average of heads" and hidden [CLS]/[SEP] stay with the
-// plotly chart (ui/heatmap.py `fits`).
+// The attention map (issues 15, 19, 23, 27): one head (or the head average, or raw attention beside a measure), all
+// heads of a layer, or every layer x head, under any registered measure, drawn on canvases at every sentence length.
+// Joined after ui/component_base.js (ui/components.py). The payload (ui/heatmap.py `data`) holds parts: each
+// measure's layers as the head view's (uint16 up to 128 tokens, 8-bit deflated past that: the base's Layers hold
+// them), and the one-head map on screen as its exact four decimals. Every switch (layer, head, average, hidden
+// special tokens, colour scale, measure, raw beside it, view by a thumbnail's click) is drawn from what the browser
+// holds; what it lacks is asked for at once, and the settled choice goes back to the app once the clicking stops.
+// Each pick says what the browser holds, so the app sends only what it lacks.
+// In four parts: layout (sizes and labels), drawing (maps, thumbnails, the note, PNG), input, sync.
 
 const LUT = 4096; // colour lookup steps over the scale: within 0.1 of a colour level of exact interpolation
 const MAX_SIDE = 640; // the map's largest side in px outside presentation mode
 const BAR_W = 18;
+const DIGITS = 10000; // ui/payload.py DIGITS: an exact map travels as round(value * 10^4)
+const LABEL_GAP = 1.45; // labels this many font sizes apart at least: x labels turned 45° then clear each other
+const UNCOMPUTED = [233, 236, 239]; // rows a measure did not compute (attention flow: one row), never a colour
+const THUMB_CELLS = { layer: 64, model: 32 }; // thumbnails are block means of at most this many tokens a side
+const SCALE_NAMES = { fixed: "0 to 1", auto: "Auto", row: "Per row" }; // ui/settings.py SCALE_LABELS
+const PICKED = ["view", "layer", "head", "avg", "hide_special", "scale", "measure", "beside", "query"];
+const CHUNK_MS = 8; // thumbnails computed per animation frame, so no input waits for more than a frame
+// Presentation mode: the controls' column beside the picture (ui/heatmap.css: at least 17.5em of 16 px), so the
+// picture keeps the rest of the width and the screen's height below the page's title.
+export const panelWidth = (width) => Math.max(PANEL_PX, Math.round(0.28 * width));
+const PANEL_PX = 280;
+
+// ------------------------------------------------------------------------------------------------ the payload
+// ui/heatmap.py `data`: an outer payload whose header.zipped sizes its parts and header.parts says what each is:
+// {kind: "stack", key}: a measure's layers, itself a payload (decode, Layers.take); {kind: "exact", key}: the map
+// on screen as round(value * 10^4) uint32, byte planes low to high, deflated.
+export function unpack(bytes) {
+  const outer = decode(bytes);
+  const parts = outer.header.parts.map((p, n) => ({ ...p, bytes: outer.chunks[n] }));
+  return {
+    header: outer.header,
+    stacks: parts.filter((p) => p.kind === "stack").map((p) => ({ key: p.key, payload: decode(p.bytes) })),
+    exact: parts.find((p) => p.kind === "exact") ?? null,
+  };
+}
+
+// Four inflated byte planes of n cells back into uint32 values.
+export function fromPlanes(p, n) {
+  const out = new Uint32Array(n);
+  for (let i = 0; i < n; i++) out[i] = p[i] + p[n + i] * 256 + p[2 * n + i] * 65536 + p[3 * n + i] * 16777216;
+  return out;
+}
+
+// An exact value's text, digit by digit from the integer (no rounding in between): 4123 -> "0.4123".
+export const digitText = (n) => `${Math.floor(n / DIGITS)}.${String(n % DIGITS).padStart(4, "0")}`;
+
+// encoder/viz/export.py `export_name` from its pieces: the model, the view's parts, the sentence's first words.
+export function fileName(names, parts) {
+  const joined = [names.model, ...parts, names.words].filter(Boolean).join("_");
+  return joined.slice(0, 140).replace(/^[-_]+|[-_]+$/g, "") || "figure";
+}
+
+// ui/heatmap.py `exact_key`: which map an exact part holds.
+export function exactKey(s, m) {
+  const head = m.perHead ? (s.avg ? "avg" : s.head) : "-";
+  return `${m.key}|${m.needsToken ? s.query : "-"}|${s.layer}|${head}|${s.hide_special ? 1 : 0}`;
+}
+
+// ui/heatmap.py `stack_id`: what the app calls a measure's maps of a trace (attention flow: of one token).
+export const stackId = (id, m, query) => `${id}:${m.key}${m.needsToken ? `:${query}` : ""}`;
 
 // ------------------------------------------------------------------------------------------------ layout
 // 4096 colours along the scale's stops ([at, r, g, b]), linear in RGB between stops as plotly.js draws them.
@@ -27,285 +78,875 @@ export function palette(stops) {
   return lut;
 }
 
-// The figure's geometry from the widest token label (px), the font, the room across and, in presentation mode,
-// the room down from the figure's top to the bottom of the screen (else null): margins for the labels, the map's
-// side, and `step`, every how many tokens a label fits without overprinting (x labels turned 45°: 1.06 em apart).
-export function mapFrame({ widest, font, width, room, T }) {
+// The one-head figure's geometry from the widest label (px), the font, the room across and, in presentation mode,
+// the room down to the bottom of the screen (else null), for `maps` maps side by side (raw beside a measure): the
+// margins, each map's side, and `step`: every how many tokens a label fits LABEL_GAP fonts from the next.
+export function mapFrame({ widest, font, width, room, K, maps = 1 }) {
   const left = Math.ceil(widest + font * 2 + 14);
-  const bottom = Math.ceil(widest * 0.71 + font * 3 + 16);
+  const bottom = Math.ceil(widest * 0.71 + font * 2.4 + 10);
   const right = BAR_W + font * 4 + 24;
-  let side = Math.min(MAX_SIDE, width - left - right);
-  if (room !== null) side = Math.min(side, room - bottom - 8);
+  const gap = maps > 1 ? Math.ceil(widest * 0.71 + font) : 0; // the left map's last x label leans into the gap
+  let side = Math.min(MAX_SIDE, (width - left - right - gap) / maps);
+  if (room !== null) side = Math.min(side, room - bottom - font * (maps > 1 ? 2 : 0) - 8);
   side = Math.max(160, Math.floor(side));
-  const step = Math.max(1, Math.ceil(T / Math.max(1, Math.floor(side / (font * 1.5)))));
-  return { left, bottom, right, side, step };
+  const step = Math.max(1, Math.ceil((K * font * LABEL_GAP) / side));
+  return { left, bottom, right, side, step, gap };
+}
+
+// The thumbnails' geometry: the layer's heads in rows of `cols`, or every layer (rows) x head (columns); each
+// thumbnail `cell` px, a label line above it (and the layer's label left of a model view's row).
+export function thumbFrame({ view, width, room, L, H, font, present }) {
+  const label = Math.ceil(font * 1.5);
+  const left = view === "model" ? Math.ceil(font * 3) : 0;
+  const cols = view === "model" ? H : Math.min(H, present ? 6 : 4);
+  const rows = view === "model" ? L : Math.ceil(H / cols);
+  const gap = view === "model" ? 6 : 14;
+  let cell = Math.floor((width - left) / cols - gap);
+  cell = Math.min(cell, view === "model" ? 110 : 300);
+  if (room !== null) cell = Math.min(cell, Math.floor((room - label - 8) / rows - gap - (view === "model" ? 0 : label)));
+  cell = Math.max(view === "model" ? 12 : 40, cell);
+  const rowH = cell + gap + (view === "model" ? 0 : label);
+  return { label, left, cols, rows, gap, cell, rowH, top: label, W: left + cols * (cell + gap), H: label + rows * rowH };
 }
 
 // ------------------------------------------------------------------------------------------------ drawing
-// The colour scale's top: 1 (fixed), the map's largest value (auto); per row it is each row's own maximum.
-export function scaleTop(plane, T, scale) {
-  if (scale !== "auto") return 1;
+// The largest value of a K x K plane (over `rows` only, when given), or 0.
+export function planeMax(plane, K, rows = null) {
   let m = 0;
-  for (let x = 0, n = T * T; x < n; x++) m = Math.max(m, valueAt(plane, x));
+  for (const q of rows ?? Array.from({ length: K }, (_, i) => i)) {
+    for (let k = 0, x = q * K; k < K; k++, x++) m = Math.max(m, valueAt(plane, x));
+  }
+  return m;
+}
+
+// The colour scale's top for maps shown together (one scale for all): `fixed` (1 for shares and weights, a stack's
+// largest value for lengths), the largest value shown (auto), or 1 per row (each row divided by its own maximum).
+export function sharedTop(maps, scale, fixed) {
+  if (scale === "row") return 1;
+  if (scale === "fixed") return fixed;
+  const m = Math.max(0, ...maps.map((x) => planeMax(x.plane, x.K, x.rows)));
   return m > 0 ? m : 1;
 }
 
-// One RGBA pixel per cell into px (T x T x 4) from the palette; returns the scale's top.
-export function paint(px, plane, T, scale, lut) {
-  const top = scaleTop(plane, T, scale);
-  for (let q = 0; q < T; q++) {
+// One RGBA pixel per cell of a K x K plane into px, coloured on 0..top (scale "row": each row on 0..its maximum);
+// rows outside `rows` (when given) in the grey of "not computed".
+export function paint(px, plane, K, { scale, top, lut, rows = null }) {
+  const computed = rows === null ? null : new Set(rows);
+  const { data, offset, scale: unit } = plane;
+  for (let q = 0; q < K; q++) {
+    const start = q * K;
+    if (computed && !computed.has(q)) {
+      for (let p = start * 4; p < (start + K) * 4; p += 4) {
+        [px[p], px[p + 1], px[p + 2], px[p + 3]] = [...UNCOMPUTED, 255];
+      }
+      continue;
+    }
     let m = top;
     if (scale === "row") {
       m = 0;
-      for (let k = 0; k < T; k++) m = Math.max(m, valueAt(plane, q * T + k));
+      for (let x = start; x < start + K; x++) m = Math.max(m, data[offset + x] * unit);
       m = Math.max(m, 1e-30);
     }
-    const f = (LUT - 1) / m;
-    for (let k = 0; k < T; k++) {
-      const x = q * T + k;
-      const c = Math.min(LUT - 1, Math.max(0, Math.round(valueAt(plane, x) * f))) * 3;
-      px[x * 4] = lut[c];
-      px[x * 4 + 1] = lut[c + 1];
-      px[x * 4 + 2] = lut[c + 2];
-      px[x * 4 + 3] = 255;
+    const f = ((LUT - 1) * unit) / m;
+    for (let x = start; x < start + K; x++) {
+      const c = Math.min(LUT - 1, Math.max(0, Math.round(data[offset + x] * f))) * 3;
+      const p = x * 4;
+      px[p] = lut[c];
+      px[p + 1] = lut[c + 1];
+      px[p + 2] = lut[c + 2];
+      px[p + 3] = 255;
     }
   }
-  return top;
+}
+
+// A K x K plane as the mean of n x n blocks (n <= K), as encoder/viz/axes.py block_mean: block i covers positions
+// bounds[i]..bounds[i + 1] - 1.
+export function blockMean(plane, K, n) {
+  const bounds = Array.from({ length: n + 1 }, (_, i) => Math.round((i * K) / n));
+  const out = new Float32Array(n * n);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < n; j++) {
+      let s = 0;
+      for (let q = bounds[i]; q < bounds[i + 1]; q++) {
+        for (let k = bounds[j], x = q * K + k; k < bounds[j + 1]; k++, x++) s += plane.data[plane.offset + x];
+      }
+      out[i * n + j] = (s * plane.scale) / ((bounds[i + 1] - bounds[i]) * (bounds[j + 1] - bounds[j]));
+    }
+  }
+  return { data: out, offset: 0, scale: 1, bounds };
+}
+
+// The note under the map, true for the trace on screen: the special tokens' share of each row in this layer under
+// raw attention and under the measures the app computed (ui/heatmap.py `special_shares`), then what the chosen
+// measure includes and ignores.
+// layer null: every layer's share, in order (the model view shows every layer).
+export function noteText({ layer, shares, measure, meta, specialNames }) {
+  const parts = [];
+  for (const [key, per] of Object.entries(shares ?? {})) {
+    if (!per || (layer !== null && per[layer] === undefined)) continue;
+    const pct = layer === null ? per.map((x) => `${Math.round(x * 100)}`).join(" / ") + " %" : `${Math.round(per[layer] * 100)}%`;
+    parts.push(parts.length ? `${meta[key].label.toLowerCase()}, ${pct}`
+      : `${meta[key].label.toLowerCase()} puts ${pct} of each row on ${specialNames.join(" / ")}`);
+  }
+  const where = layer === null ? `Layers 0–${Object.values(shares).find(Boolean).length - 1}` : `Layer ${layer}`;
+  const share = specialNames.length && parts.length ? `${where}, mean over heads and rows: ${parts.join("; ")}. ` : "";
+  return `${share}${meta[measure].label}: ${meta[measure].describe}`;
+}
+
+// The one-head map's title: the measure (raw attention: "Attention"), the token it is computed for, the layer (or
+// through it, for measures that accumulate), the head or the average, hidden special tokens, and training mode.
+export function mapTitle({ s, m, tokens, H, train, hidden }) {
+  const name = m.key === "raw" ? "Attention" : m.label;
+  const who = !m.perHead ? "" : s.avg ? `, average of ${H} heads` : `, head ${s.head}`;
+  const into = m.needsToken ? ` into “${tokens[s.query]}” (${s.query})` : "";
+  const where = m.cumulative ? `, through layer ${s.layer}` : `, layer ${s.layer}`;
+  const gone = hidden.length ? ` · ${hidden.join(" / ")} hidden${m.rows1 ? ", rows renormalised" : ""}` : "";
+  return `${name}${into}${where}${who}${gone}${train ? " · training mode: dropout on" : ""}`;
+}
+
+// A colour bar: the palette from the top of the scale (top of the canvas) down to 0.
+function drawBar(canvas, lut) {
+  const ctx = canvas.getContext("2d");
+  const h = canvas.height;
+  for (let y = 0; y < h; y++) {
+    const c = Math.round((1 - y / Math.max(1, h - 1)) * (LUT - 1)) * 3;
+    ctx.fillStyle = `rgb(${lut[c]},${lut[c + 1]},${lut[c + 2]})`;
+    ctx.fillRect(0, y, canvas.width, 1);
+  }
+}
+
+// Five tick labels from 0 to top beside a bar at x, from y (top) down `height` px.
+function barTicks(top, x, y, height) {
+  return [0, 1, 2, 3, 4].map((n) => {
+    const t = el("span", "hm-tick hm-c", ((top * n) / 4).toFixed(top < 0.1 ? 3 : 2));
+    Object.assign(t.style, { left: `${x}px`, top: `${y + height * (1 - n / 4)}px` });
+    return t;
+  });
 }
 
 class AttentionMap extends View {
   constructor(parent) {
-    super(parent, "hm", () => this.layers.has(this.layer) || !!this.exactHere());
+    super(parent, "hm", () => this.missing().length === 0);
+    Object.assign(this, { stacks: new Map(), exact: null, at: null, asked: null, geometry: "", thumbs: new Map(),
+      nonce: Math.random().toString(36).slice(2, 10), refused: {}, shares: {}, s: null });
     this.build();
     this.wire();
   }
 
   build() {
-    const { bar, layerBox, headBox, buttons } = toolbar([], { PNG: "Save this map as a PNG for slides" });
+    this.measureBox = el("div", "ee-group");
+    const measureLabel = el("label", "ee-label", "Measure");
+    this.measureSelect = el("select", "hm-select");
+    measureLabel.append(this.measureSelect);
+    this.measureBox.append(measureLabel);
+    this.flagBox = el("div", "ee-group");
+    for (const [flag, text] of [["hide_special", "Hide specials"], ["beside", "Beside raw"]]) {
+      const b = el("button", "ee-btn", text);
+      b.dataset.flag = flag;
+      this.flagBox.append(b);
+    }
+    this.scaleBox = el("div", "ee-group");
+    this.scaleBox.append(el("span", "ee-label", "Colours"));
+    for (const [scale, text] of Object.entries(SCALE_NAMES)) {
+      const b = el("button", "ee-btn", text);
+      b.dataset.scale = scale;
+      this.scaleBox.append(b);
+    }
+    const { bar, layerBox, headBox, buttons } = toolbar([this.measureBox, this.flagBox, this.scaleBox],
+      { PNG: "Save this picture as a PNG for slides" });
     Object.assign(this, { layerBox, headBox, buttons });
+    this.reason = el("div", "hm-reason");
+    const heading = el("div", "hm-heading");
     this.title = el("div", "hm-title");
     this.read = statusLine("hm-read");
+    this.sub = el("div", "hm-sub");
+    heading.append(this.title, this.read);
     this.fig = el("div", "hm-fig");
-    const parts = { yTitle: ["div", "hm-axis hm-ytitle", "query (attending)"], yTicks: ["div", "hm-ticks"],
-      map: ["canvas", "hm-map"], xTicks: ["div", "hm-ticks"], xTitle: ["div", "hm-axis hm-xtitle", "key (attended to)"],
-      cbar: ["canvas", "hm-cbar"], cTicks: ["div", "hm-ticks"], cTitle: ["div", "hm-axis hm-ctitle"] };
-    for (const [name, [tag, cls, text]] of Object.entries(parts)) this.fig.append((this[name] = el(tag, cls, text)));
-    this.root.append(bar, this.title, this.read, this.fig);
-    this.source = el("canvas"); // T x T, one pixel per cell
+    this.mapTitles = [0, 1].map(() => el("div", "hm-axis hm-maptitle"));
+    this.maps = [0, 1].map(() => el("canvas", "hm-map"));
+    this.xTicks = [0, 1].map(() => el("div", "hm-ticks"));
+    this.xTitles = [0, 1].map(() => el("div", "hm-axis hm-xtitle", "key (attended to)"));
+    this.yTitle = el("div", "hm-axis hm-ytitle", "query (attending)");
+    this.yTicks = el("div", "hm-ticks");
+    this.cbar = el("canvas", "hm-cbar");
+    this.cTicks = el("div", "hm-ticks");
+    this.cTitle = el("div", "hm-axis hm-ctitle");
+    this.fig.append(this.yTitle, this.yTicks, ...this.mapTitles, ...this.maps, ...this.xTicks, ...this.xTitles,
+      this.cbar, this.cTicks, this.cTitle);
+    this.grid = el("div", "hm-grid");
+    this.thumbCanvas = el("canvas", "hm-thumbs");
+    this.thumbLabels = el("div", "hm-ticks");
+    this.thumbBar = el("canvas", "hm-cbar");
+    this.thumbTicks = el("div", "hm-ticks");
+    this.grid.append(this.thumbCanvas, this.thumbLabels, this.thumbBar, this.thumbTicks);
+    this.note = el("div", "hm-note");
+    this.stage = el("div", "hm-stage");
+    this.stage.append(this.fig, this.grid);
+    // Outside presentation mode the controls sit above the picture; on a projector beside it (ui/heatmap.css), so
+    // the picture gets the screen's whole height below the page's title.
+    this.root.append(bar, this.reason, heading, this.sub, this.stage, this.note);
+    this.sources = [0, 1].map(() => el("canvas")); // K x K, one pixel per cell
+    this.scratch = el("canvas"); // a thumbnail's n x n pixels
   }
 
   // ---------------------------------------------------------------------------------------------- data
   receive(bytes) {
-    const payload = decode(bytes);
-    const { header: h } = payload;
-    const sel = h.sel;
-    const fresh = this.layers.take(payload);
-    const changed = this.sync.fromApp(sel, ["layer", "head"]); // the app's choice where it changed on its side
+    const { header: h, stacks, exact } = unpack(bytes);
+    const fresh = h.id !== this.id;
     if (fresh) {
-      Object.assign(this, { T: h.T, H: h.H, L: h.L, tokens: h.tokens, layer: sel.layer, head: sel.head });
-      this.layerBox.replaceChildren(...picker("Layer", this.L, "layer"));
-      this.headBox.replaceChildren(...picker("Head", this.H, "head"));
-    } else Object.assign(this, changed);
-    Object.assign(this, { scale: sel.scale, barTitle: sel.bar, names: sel.names, labels: sel.labels, train: sel.train });
-    if (!this.lut || this.stopsKey !== JSON.stringify(sel.stops)) {
-      this.stopsKey = JSON.stringify(sel.stops);
-      this.lut = palette(sel.stops);
+      Object.assign(this, { id: h.id, T: h.T, L: h.L, H: h.H, tokens: h.tokens, labels: h.labels, specials: h.specials,
+        specialNames: h.specialNames, exact: null, at: null, geometry: "" });
+      this.stacks.clear();
+      this.thumbs.clear();
+      this.widestAt = {};
     }
-    const exact = aligned(payload.tail, Float32Array);
-    this.exact = exact.length === this.T * this.T
-      ? { layer: sel.layer, head: sel.head, plane: { data: exact, offset: 0, scale: 1 } } : null;
+    this.meta = Object.fromEntries(h.measures.map((m) => [m.key, m]));
+    Object.assign(this, { refused: h.refused, shares: h.shares, train: h.train, names: h.names, asked: null });
+    this.sub.textContent = h.sentence; // the sentence, as the plotly charts' subtitle quotes it
+    if (!this.lut || this.stopsKey !== JSON.stringify(h.stops)) {
+      this.stopsKey = JSON.stringify(h.stops);
+      this.lut = palette(h.stops);
+    }
+    for (const { key, payload } of stacks) this.stack(key).take(payload);
+    if (exact) this.takeExact(exact);
+    // The app's choice applies in full to a new trace (or a fresh view); later, only what changed on its side.
+    const changed = this.sync.fromApp(h.sel, PICKED);
+    this.s = fresh || !this.s ? { ...h.sel } : { ...this.s, ...changed };
+    if (fresh) this.buildPickers();
     this.root.classList.toggle("present", !!h.present);
-    this.root.dataset.t = String(this.T);
+    this.payloads = (this.payloads ?? 0) + 1;
+    Object.assign(this.root.dataset, { payloads: String(this.payloads), t: String(h.T), heldFor: h.heldFor ?? "", received: h.parts.map((p) => p.kind === "stack"
+      ? `${p.key}:${stacks.find((x) => x.key === p.key).payload.header.layers.join(".")}` : p.kind).join(" ") });
     this.layout();
+    this.ask();
   }
 
-  arrived(layer) {
-    this.root.dataset.held = this.layers.list();
-    if (layer === this.layer && !this.exactHere()) this.draw();
+  stack(key) {
+    if (!this.stacks.has(key)) this.stacks.set(key, new Layers((layer) => this.arrived(key, layer)));
+    return this.stacks.get(key);
   }
 
-  exactHere() {
-    const x = this.exact;
-    return x && x.layer === this.layer && x.head === this.head ? x.plane : null;
+  async takeExact(part) {
+    const { header: x, chunks } = decode(part.bytes);
+    const planes = await inflate(chunks[0]);
+    if (planes.length !== x.K * x.K * 4) return;
+    const digits = fromPlanes(planes, x.K * x.K);
+    this.exact = { key: x.key, K: x.K, digits, plane: { data: digits, offset: 0, scale: 1 / DIGITS } };
+    if (x.key === this.exactKey()) this.redraw();
   }
 
-  // The shown head's plane and whether it is exact; null while its layer is not here.
-  shown() {
-    const exact = this.exactHere();
-    if (exact) return { plane: exact, exact: true };
-    const plane = this.layers.plane(this.layer, this.head);
-    return plane && { plane, exact: false };
+  arrived(key, layer) {
+    this.root.dataset.held = this.heldText();
+    if (this.needs().some(([k, n]) => k === key && n === layer)) this.redraw();
+  }
+
+  // What the view draws now: [measure key, layer] pairs (nothing for a measure the app refused).
+  needs() {
+    const { view, measure, layer, beside } = this.s;
+    if (this.refused[measure]) return [];
+    const out = view === "model" ? Array.from({ length: this.L }, (_, n) => [measure, n]) : [[measure, layer]];
+    if (view === "head" && beside && measure !== "raw" && !this.refused.raw) out.push(["raw", layer]);
+    return out;
+  }
+
+  // Of needs(), what the browser neither holds nor is inflating (a measure held for another token counts as lacking).
+  missing() {
+    if (!this.s) return [];
+    return this.needs().filter(([key, layer]) => {
+      const lay = this.stacks.get(key);
+      const current = lay && lay.id === stackId(this.id, this.meta[key], this.s.query);
+      return !current || (!lay.has(layer) && !lay.inflating.has(layer));
+    });
+  }
+
+  // What the browser holds, for the app: each stack's layers (those inflating too: they are here) and the exact map.
+  held() {
+    const stacks = {};
+    for (const lay of this.stacks.values()) if (lay.id) stacks[lay.id] = [...new Set([...lay.held.keys(), ...lay.inflating])];
+    return { id: this.id, nonce: this.nonce, stacks, exact: this.exact ? this.exact.key : null };
+  }
+
+  heldText() {
+    return [...this.stacks.entries()].map(([k, lay]) => `${k}:${lay.list()}`).join(" ");
+  }
+
+  exactKey() {
+    return exactKey(this.s, this.meta[this.s.measure]);
   }
 
   // ---------------------------------------------------------------------------------------------- layout
-  // The map square as wide as there is room (presentation mode: as tall as fits down to the bottom of the screen),
-  // token labels on every k-th row and column so they never overprint.
+  buildPickers() {
+    this.layerBox.replaceChildren(...picker("Layer", this.L, "layer"));
+    const avg = el("button", "ee-btn", "Average");
+    avg.dataset.avg = "1";
+    this.headBox.replaceChildren(...picker("Head", this.H, "head"), avg);
+    this.measureSelect.replaceChildren(...Object.values(this.meta).map((m) => {
+      const o = el("option", "", m.label);
+      o.value = m.key;
+      return o;
+    }));
+    this.flagBox.querySelector('[data-flag="hide_special"]').textContent = `Hide ${this.specialNames.join(" / ") || "specials"}`;
+  }
+
+  keep() {
+    return kept(this.T, this.specials, this.s.hide_special);
+  }
+
+  widest(font, family) {
+    const key = `${font}px ${family}`;
+    if (this.widestAt[key] === undefined) this.widestAt[key] = widest(this.labels, key);
+    return this.widestAt[key];
+  }
+
+  // Sizes from the screen: the one-head figure (one or two maps) or the thumbnails, as wide as there is room and, in
+  // presentation mode, as tall as fits down to the bottom of the screen. Only redone when what decides it changes.
   layout() {
-    if (!this.tokens) return;
+    if (!this.tokens || !this.s) return;
     const present = this.root.classList.contains("present");
     const font = present ? MIN_LABEL_PX : 12;
+    const head = this.s.view === "head";
+    const pair = head && this.s.beside && this.s.measure !== "raw";
+    const K = this.keep().length;
+    const width = this.root.clientWidth - (present ? panelWidth(this.root.clientWidth) + 20 : 0); // beside the panel
+    const geometry = `${this.s.view}|${pair}|${K}|${present}|${width}|${this.L}x${this.H}`;
+    this.fig.hidden = !head;
+    this.grid.hidden = head;
+    if (geometry === this.geometry) return this.draw();
+    this.geometry = geometry;
     const family = getComputedStyle(this.root).fontFamily;
-    const room = present ? window.innerHeight - pageTop(this.fig) : null;
-    const frame = mapFrame({ widest: widest(this.labels, `${font}px ${family}`), font, width: this.root.clientWidth,
-      room, T: this.T });
-    Object.assign(this, frame, { font, family });
-    const { left, side, bottom, right } = frame;
-    this.fig.style.setProperty("--font", `${font}px`);
-    Object.assign(this.fig.style, { width: `${left + side + right}px`, height: `${side + bottom}px` });
-    for (const [c, w, x] of [[this.map, side, left], [this.cbar, BAR_W, left + side + 12]]) {
-      fitCanvas(c, w, side);
-      Object.assign(c.style, { left: `${x}px`, top: "0px" });
-    }
-    Object.assign(this.yTitle.style, { left: "0px", top: `${side / 2}px` });
-    Object.assign(this.xTitle.style, { left: `${left + side / 2}px`, top: `${side + bottom - font * 1.6}px` });
-    Object.assign(this.cTitle.style, { left: `${left + side + 12 + BAR_W + font * 3.2}px`, top: `${side / 2}px` });
-    this.ticks();
+    const target = head ? this.fig : this.grid;
+    const room = present ? window.innerHeight - pageTop(target) : null;
+    // On a projector the whole component stays on screen: the note beside the picture scrolls if it must.
+    if (present) this.root.style.setProperty("--room", `${Math.max(200, window.innerHeight - pageTop(this.root) - 4)}px`);
+    else this.root.style.removeProperty("--room");
+    Object.assign(this, { font, family, K, pair });
+    if (head) this.layoutMaps(font, family, width, room, K, pair);
+    else this.layoutThumbs(font, width, room, present);
     this.draw();
   }
 
+  layoutMaps(font, family, width, room, K, pair) {
+    const f = mapFrame({ widest: this.widest(font, family), font, width, room, K, maps: pair ? 2 : 1 });
+    Object.assign(this, f);
+    const { left, side, bottom, right, gap } = f;
+    const top = pair ? font * 2 : 0; // the two maps' own titles
+    const x = (i) => left + i * (side + gap);
+    const mapsW = pair ? 2 * side + gap : side;
+    this.top = top;
+    this.fig.style.setProperty("--font", `${font}px`);
+    Object.assign(this.fig.style, { width: `${left + mapsW + right}px`, height: `${top + side + bottom}px` });
+    this.maps.forEach((c, i) => {
+      const on = i === 0 || pair;
+      for (const e of [c, this.xTicks[i], this.xTitles[i], this.mapTitles[i]]) e.hidden = !on;
+      if (!on) return;
+      fitCanvas(c, side, side);
+      Object.assign(c.style, { left: `${x(i)}px`, top: `${top}px` });
+      Object.assign(this.xTitles[i].style, { left: `${x(i) + side / 2}px`, top: `${top + side + bottom - font * 1.2}px` });
+      Object.assign(this.mapTitles[i].style, { left: `${x(i) + side / 2}px`, top: "0px" });
+      this.mapTitles[i].hidden = !pair;
+    });
+    const barX = left + mapsW + 12;
+    fitCanvas(this.cbar, BAR_W, side);
+    Object.assign(this.cbar.style, { left: `${barX}px`, top: `${top}px` });
+    Object.assign(this.yTitle.style, { left: "0px", top: `${top + side / 2}px` });
+    Object.assign(this.cTitle.style, { left: `${barX + BAR_W + font * 3.2}px`, top: `${top + side / 2}px` });
+    this.barX = barX;
+    this.ticks();
+  }
+
+  // Token labels on every step-th row and column (every one where they fit LABEL_GAP fonts apart), as text.
   ticks() {
-    const { T, side, left, step } = this;
-    const at = (i) => (i + 0.5) * (side / T);
+    const { side, left, step, top, gap } = this;
+    const keep = this.keep();
+    const K = keep.length;
+    const at = (i) => (i + 0.5) * (side / K);
     const ys = [];
-    const xs = [];
-    for (let i = 0; i < T; i += step) {
-      const y = el("span", "hm-tick hm-y", this.labels[i]);
-      Object.assign(y.style, { right: `calc(100% - ${left - 4}px)`, top: `${at(i)}px` });
-      const x = el("span", "hm-tick hm-x", this.labels[i]);
-      Object.assign(x.style, { right: `calc(100% - ${left + at(i)}px)`, top: `${side + 4}px` });
-      y.title = x.title = `${this.tokens[i]} (${i})`;
+    const xs = [[], []];
+    for (let i = 0; i < K; i += step) {
+      const pos = keep[i];
+      const y = el("span", "hm-tick hm-y", this.labels[pos]);
+      Object.assign(y.style, { right: `calc(100% - ${left - 4}px)`, top: `${top + at(i)}px` });
+      y.title = `${this.tokens[pos]} (${pos})`;
       ys.push(y);
-      xs.push(x);
+      for (const m of [0, 1]) {
+        const x = el("span", "hm-tick hm-x", this.labels[pos]);
+        Object.assign(x.style, { right: `calc(100% - ${left + m * (side + gap) + at(i)}px)`, top: `${top + side + 4}px` });
+        x.title = y.title;
+        xs[m].push(x);
+      }
     }
     this.yTicks.replaceChildren(...ys);
-    this.xTicks.replaceChildren(...xs);
+    this.xTicks.forEach((box, m) => box.replaceChildren(...(m === 0 || this.pair ? xs[m] : [])));
+  }
+
+  layoutThumbs(font, width, room, present) {
+    const per = this.meta[this.s.measure].perHead;
+    const f = thumbFrame({ view: this.s.view, width: width - BAR_W - font * 4 - 16, room, L: this.L, H: per ? this.H : 1,
+      font, present });
+    if (this.s.view === "layer" && !per) Object.assign(f, { cols: 1, rows: 1 });
+    this.tf = f;
+    this.grid.style.setProperty("--font", `${font}px`);
+    fitCanvas(this.thumbCanvas, f.W, f.H);
+    f.bar = { x: f.W + 8, y: f.top + (this.s.view === "model" ? 0 : f.label), h: Math.min(f.cell * f.rows, 300) };
+    fitCanvas(this.thumbBar, BAR_W, f.bar.h);
+    Object.assign(this.thumbBar.style, { left: `${f.bar.x}px`, top: `${f.bar.y}px` });
+    Object.assign(this.grid.style, { width: `${f.W + BAR_W + font * 4 + 16}px`, height: `${f.H}px` });
+    const labels = [];
+    const label = (text, x, y, cls) => {
+      const e = el("span", `hm-tick ${cls}`, text);
+      Object.assign(e.style, { left: `${x}px`, top: `${y}px` });
+      labels.push(e);
+    };
+    for (const [i, [layer, h]] of this.thumbList().entries()) {
+      const { x, y } = this.thumbAt(i);
+      if (this.s.view === "layer") label(per ? `head ${h}` : `layer ${layer}`, x + f.cell / 2, y - f.label, "hm-thumbtitle");
+      else if (layer === 0) label(per ? `H${h}` : "all heads", x + f.cell / 2, 0, "hm-thumbtitle");
+      if (this.s.view === "model" && h === 0) label(`L${layer}`, 0, y + f.cell / 2, "hm-rowtitle");
+    }
+    this.thumbLabels.replaceChildren(...labels);
+  }
+
+  // The thumbnails shown, in order: [layer, head] (head 0 for a measure without heads).
+  thumbList() {
+    const per = this.meta[this.s.measure].perHead;
+    const heads = per ? this.H : 1;
+    if (this.s.view === "layer") return Array.from({ length: heads }, (_, h) => [this.s.layer, h]);
+    return Array.from({ length: this.L * heads }, (_, n) => [Math.floor(n / heads), n % heads]);
+  }
+
+  thumbAt(i) {
+    const f = this.tf;
+    const r = Math.floor(i / f.cols);
+    const c = i % f.cols;
+    return { x: f.left + c * (f.cell + f.gap), y: f.top + r * f.rowH + (this.s.view === "model" ? 0 : f.label) };
   }
 
   // ---------------------------------------------------------------------------------------------- drawing
+  redraw() {
+    if (this.pending) return;
+    this.pending = true;
+    this.hooks.frame(() => {
+      this.pending = false;
+      this.draw();
+    });
+  }
+
   draw() {
-    const src = this.shown();
-    this.root.classList.toggle("loading", !src);
-    markOn(this.layerBox, "layer", (l) => l === this.layer);
-    markOn(this.headBox, "head", (h) => h === this.head);
-    Object.assign(this.root.dataset, { layer: String(this.layer), head: String(this.head), step: String(this.step) });
-    if (!src || !this.side) return; // a layer still inflating: the previous map stays (dimmed) until it arrives
-    const T = this.T;
-    Object.assign(this.source, { width: T, height: T });
-    const sctx = this.source.getContext("2d");
-    const img = sctx.createImageData(T, T);
-    this.barTop = paint(img.data, src.plane, T, this.scale, this.lut);
-    sctx.putImageData(img, 0, 0);
-    const ctx = this.map.getContext("2d");
-    ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.imageSmoothingEnabled = false; // one block of pixels per cell: nearest neighbour, never blurred
-    ctx.drawImage(this.source, 0, 0, this.map.width, this.map.height);
-    this.colourBar();
+    if (!this.s) return;
+    this.controls();
+    const refused = this.refused[this.s.measure];
+    this.root.classList.toggle("refused", !!refused);
+    if (refused) this.stamp.drawn(); // what is drawn is the reason, above the (dimmed) last picture
+    else if (this.s.view === "head") this.drawMaps();
+    else this.drawThumbs();
+    this.note.textContent = refused ? "" : noteText({ layer: this.s.view === "model" ? null : this.s.layer,
+      shares: this.shares, measure: this.s.measure,
+      meta: this.meta, specialNames: this.specialNames });
+    Object.assign(this.root.dataset, { view: this.s.view, layer: String(this.s.layer), head: String(this.s.head),
+      avg: this.s.avg ? "1" : "0", hide: this.s.hide_special ? "1" : "0", scale: this.s.scale, measure: this.s.measure,
+      beside: this.s.beside ? "1" : "0", query: String(this.s.query), held: this.heldText() });
+  }
+
+  // The toolbar as the state says: marked choices, pickers that do not apply disabled, and why.
+  controls() {
+    const { s } = this;
+    const m = this.meta[s.measure];
+    markOn(this.layerBox, "layer", (l) => l === s.layer);
+    markOn(this.headBox, "head", (h) => !s.avg && h === s.head);
+    markOn(this.headBox, "avg", () => s.avg);
+    markOn(this.scaleBox, "scale", (v) => v === s.scale);
+    markOn(this.flagBox, "flag", (f) => !!s[f]);
+    this.layerBox.hidden = s.view === "model";
+    this.headBox.hidden = s.view !== "head";
+    for (const b of this.headBox.querySelectorAll("button")) b.disabled = !m.perHead;
+    const beside = this.flagBox.querySelector('[data-flag="beside"]');
+    beside.disabled = s.view !== "head" || s.measure === "raw";
+    beside.title = beside.disabled ? "Choose a measure other than raw attention, in the one-head view" : "Raw attention beside this measure, on one colour scale";
+    this.scaleBox.querySelector('[data-scale="fixed"]').textContent = m.rows1 ? SCALE_NAMES.fixed : "0 to largest";
+    if (this.measureSelect.value !== s.measure) this.measureSelect.value = s.measure;
+    const why = [];
+    if (this.refused[s.measure]) why.push(this.refused[s.measure]);
+    else if (!m.perHead && s.view === "head") why.push(`${m.label} has no per-head form: one map per layer.`);
+    else if (!m.perHead) why.push(`${m.label} has no per-head form: one map per layer, not per head.`);
+    if (m.needsToken && !this.refused[s.measure]) {
+      why.push(`It is computed for one output token at a time: “${this.tokens[s.query]}” (${s.query}). Click a row to `
+        + "compute another (a few seconds).");
+    }
+    if (this.missing().length && !this.refused[s.measure]) why.push(`Loading ${m.label}…`);
+    this.reason.textContent = why.join(" ");
+  }
+
+  // One map, or raw attention and the measure side by side, each as {key, plane, K, rows, exact, half, top}.
+  shownMaps() {
+    const { s } = this;
+    const keys = this.pair ? ["raw", s.measure] : [s.measure];
+    return keys.map((key) => this.mapOf(key));
+  }
+
+  mapOf(key) {
+    const { s } = this;
+    const m = this.meta[key];
+    const keep = this.keep();
+    const K = keep.length;
+    const rows = m.needsToken ? (keep.indexOf(s.query) >= 0 ? [keep.indexOf(s.query)] : []) : null;
+    const lay = this.stacks.get(key);
+    const current = lay && lay.id === stackId(this.id, m, s.query);
+    const fixed = m.rows1 || !current ? 1 : Math.max(1, ...lay.tops);
+    if (key === s.measure && this.exact && this.exact.key === this.exactKey() && this.exact.K === K) {
+      return { key, plane: this.exact.plane, digits: this.exact.digits, K, rows, exact: true, half: 0, fixed };
+    }
+    if (!current || !lay.has(s.layer)) return null;
+    let plane = !m.perHead ? lay.plane(s.layer, 0) : s.avg ? lay.mean(s.layer) : lay.plane(s.layer, s.head);
+    if (K < this.T) plane = cut(plane, this.T, keep, m.rows1);
+    return { key, plane, K, rows, exact: false, half: lay.halfStep(s.layer), fixed };
+  }
+
+  drawMaps() {
+    const shown = this.shownMaps();
+    const ready = shown.every(Boolean);
+    this.root.classList.toggle("loading", !ready);
+    this.title.textContent = this.caption();
+    Object.assign(this.root.dataset, { title: this.title.textContent, exact: "0" });
+    if (!ready || !this.side) return; // the last picture stays, dimmed, under the new title
+    const top = sharedTop(shown, this.s.scale, Math.max(...shown.map((x) => x.fixed)));
+    shown.forEach((x, i) => {
+      const src = this.sources[i];
+      Object.assign(src, { width: x.K, height: x.K });
+      const sctx = src.getContext("2d");
+      const img = sctx.createImageData(x.K, x.K);
+      paint(img.data, x.plane, x.K, { scale: this.s.scale, top, lut: this.lut, rows: x.rows });
+      sctx.putImageData(img, 0, 0);
+      const ctx = this.maps[i].getContext("2d");
+      ctx.setTransform(1, 0, 0, 1, 0, 0);
+      ctx.imageSmoothingEnabled = false; // one block of pixels per cell: nearest neighbour, never blurred
+      ctx.drawImage(src, 0, 0, this.maps[i].width, this.maps[i].height);
+      this.mapTitles[i].textContent = this.meta[x.key].label;
+    });
+    this.shown = shown;
+    this.colourBar(top);
     this.title.textContent = this.caption();
     this.showRead();
-    Object.assign(this.root.dataset, { exact: src.exact ? "1" : "0", title: this.title.textContent });
+    Object.assign(this.root.dataset, { exact: shown[shown.length - 1].exact ? "1" : "0", title: this.title.textContent,
+      step: String(this.step) });
     this.stamp.drawn();
   }
 
   caption() {
-    return `Attention, layer ${this.layer}, head ${this.head}${this.train ? " · training mode: dropout on" : ""}`;
+    return mapTitle({ s: this.s, m: this.meta[this.s.measure], tokens: this.tokens, H: this.H, train: this.train,
+      hidden: this.s.hide_special && this.keep().length < this.T ? this.specialNames : [] });
   }
 
-  colourBar() {
-    const ctx = this.cbar.getContext("2d");
-    const h = this.cbar.height;
-    for (let y = 0; y < h; y++) {
-      const c = Math.round((1 - y / Math.max(1, h - 1)) * (LUT - 1)) * 3;
-      ctx.fillStyle = `rgb(${this.lut[c]},${this.lut[c + 1]},${this.lut[c + 2]})`;
-      ctx.fillRect(0, y, this.cbar.width, 1);
-    }
-    const top = this.scale === "row" ? 1 : this.barTop;
-    this.cTicks.replaceChildren(...[0, 1, 2, 3, 4].map((n) => {
-      const t = el("span", "hm-tick hm-c", ((top * n) / 4).toFixed(top < 0.1 ? 3 : 2));
-      Object.assign(t.style, { left: `${this.left + this.side + 12 + BAR_W + 4}px`, top: `${this.side * (1 - n / 4)}px` });
-      return t;
-    }));
-    this.cTitle.textContent = this.barTitle;
+  barTitle() {
+    const m = this.meta[this.s.measure];
+    if (this.s.scale === "row") return "÷ row max";
+    const unit = this.s.measure === "raw" && !this.pair ? "weight" : m.rows1 ? "share" : "length";
+    return this.s.scale === "auto" ? `${unit} (auto)` : unit;
   }
 
-  // "query → key: weight": exact weights to 4 decimals; 8-bit ones to 3, with their precision.
+  colourBar(top) {
+    drawBar(this.cbar, this.lut);
+    this.cTicks.replaceChildren(...barTicks(top, this.barX + BAR_W + 4, this.top, this.side));
+    this.cTitle.textContent = this.barTitle();
+  }
+
+  valueText(x, cell) {
+    if (x.rows && !x.rows.includes(Math.floor(cell / x.K))) return "not computed (one token at a time)";
+    return x.exact ? digitText(x.digits[cell]) : weightText(valueAt(x.plane, cell), x.half);
+  }
+
+  // "query → key: value" of the hovered cell: exact to 4 decimals once settled, else with the precision it travelled.
   showRead() {
-    const src = this.shown();
+    const shown = this.shown;
     const r = this.read.dataset;
-    if (!this.at || !src) {
-      this.read.textContent = src && !src.exact
-        ? "Hover a cell for its weight. Colours from 8-bit weights (± 0.002) until this head's exact weights arrive."
-        : "Hover a cell for its weight.";
-      for (const k of ["q", "k", "weight", "exact"]) delete r[k];
+    for (const k of ["q", "k", "weight", "exact"]) delete r[k];
+    if (!this.at || !shown || this.s.view !== "head") {
+      const coarse = shown && shown.some((x) => !x.exact && x.half >= 5e-5);
+      this.read.textContent = coarse ? "Hover a cell for its value. Colours from 8-bit values (± 0.002 of the largest) "
+        + "until the exact ones arrive." : "Hover a cell for its value.";
       return;
     }
     const { q, k } = this.at;
-    const w = valueAt(src.plane, q * this.T + k);
-    this.read.textContent = pairText(this.tokens, q, k, weightText(w, src.exact ? 0 : this.layers.halfStep(this.layer)));
-    Object.assign(r, { q: String(q), k: String(k), weight: String(w), exact: src.exact ? "1" : "0" });
+    const keep = this.keep();
+    const cell = q * this.K + k;
+    const main = shown[shown.length - 1];
+    const text = shown.length > 1
+      ? shown.map((x) => `${this.meta[x.key].label.toLowerCase()} ${this.valueText(x, cell)}`).join(" · ")
+      : this.valueText(main, cell);
+    this.read.textContent = pairText(this.tokens, keep[q], keep[k], text);
+    Object.assign(r, { q: String(keep[q]), k: String(keep[k]), weight: String(valueAt(main.plane, cell)),
+      exact: main.exact ? "1" : "0" });
+    if (main.exact) r.digits = digitText(main.digits[cell]);
   }
 
-  // The map as on screen, at PNG_SCALE: title, token labels, cells (nearest neighbour), colour bar.
+  // Every thumbnail's block means are computed a few per frame (cached per stack, layer, head and hidden
+  // specials), then all are painted at once on one colour scale.
+  drawThumbs() {
+    const list = this.thumbList();
+    const { s } = this;
+    const m = this.meta[s.measure];
+    const lay = this.stacks.get(s.measure);
+    const keep = this.keep();
+    const n = Math.min(keep.length, THUMB_CELLS[s.view]);
+    const ready = lay && lay.id === stackId(this.id, m, s.query) && list.every(([layer]) => lay.has(layer));
+    this.root.classList.toggle("loading", !ready);
+    this.title.textContent = this.thumbCaption(keep.length, n);
+    if (!ready) return;
+    const token = (this.drawing = {});
+    const means = [];
+    const step = () => {
+      if (this.drawing !== token) return; // a newer drawing started
+      const until = performance.now() + CHUNK_MS;
+      while (means.length < list.length && (means.length === 0 || performance.now() < until)) {
+        const [layer, h] = list[means.length];
+        const key = `${lay.id}|${layer}|${h}|${s.hide_special ? 1 : 0}|${n}`;
+        if (!this.thumbs.has(key)) {
+          let plane = lay.plane(layer, h);
+          if (keep.length < this.T) plane = cut(plane, this.T, keep, m.rows1);
+          this.thumbs.set(key, blockMean(plane, keep.length, n));
+        }
+        means.push(this.thumbs.get(key));
+      }
+      if (means.length < list.length) return this.hooks.frame(step);
+      this.paintThumbs(list, means, n, m, lay);
+    };
+    step();
+  }
+
+  paintThumbs(list, means, n, m, lay) {
+    const fixed = m.rows1 ? 1 : Math.max(1, ...lay.tops);
+    const top = sharedTop(means.map((plane) => ({ plane, K: n, rows: null })), this.s.scale, fixed);
+    const f = this.tf;
+    const ctx = this.thumbCanvas.getContext("2d");
+    const dpr = window.devicePixelRatio || 1;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, f.W, f.H);
+    ctx.imageSmoothingEnabled = false;
+    Object.assign(this.scratch, { width: n, height: n });
+    const sctx = this.scratch.getContext("2d");
+    const img = sctx.createImageData(n, n);
+    means.forEach((plane, i) => {
+      paint(img.data, plane, n, { scale: this.s.scale, top, lut: this.lut });
+      sctx.putImageData(img, 0, 0);
+      const { x, y } = this.thumbAt(i);
+      ctx.drawImage(this.scratch, x, y, f.cell, f.cell);
+    });
+    drawBar(this.thumbBar, this.lut);
+    this.thumbTicks.replaceChildren(...(this.s.scale === "row" ? barTicks(1, f.bar.x + BAR_W + 4, f.bar.y, f.bar.h)
+      : barTicks(top, f.bar.x + BAR_W + 4, f.bar.y, f.bar.h)));
+    Object.assign(this, { thumbMeans: means, thumbN: n, thumbTop: top });
+    this.root.dataset.thumbs = String(list.length);
+    this.stamp.drawn();
+  }
+
+  thumbCaption(K, n) {
+    const { s } = this;
+    const m = this.meta[s.measure];
+    const name = s.measure === "raw" ? "Attention" : m.label;
+    const what = s.view === "model" ? `every layer${m.perHead ? " × head" : ""}` : `layer ${s.layer}${m.perHead ? `, all ${this.H} heads` : ""}`;
+    const block = n < K ? ` · each map block-averaged from ${K} to ${n} tokens` : "";
+    return `${name}, ${what}${block}`;
+  }
+
+  // The picture as on screen, at PNG_SCALE: title, the map(s) with their labels and the colour bar, or the
+  // thumbnails with theirs.
   exportPng() {
-    if (!this.shown()) return;
-    const { font, family, side, left, bottom, T, step } = this;
-    const head = font * 3;
-    const W = left + side + BAR_W + font * 6 + 24;
-    const ctx = exportCanvas(W, head + side + bottom);
+    const { font, family } = this;
+    if (this.s.view !== "head") return this.exportThumbs();
+    if (!this.shown) return;
+    const { side, left, bottom, step, gap, top } = this;
+    const keep = this.keep();
+    const K = keep.length;
+    const head = font * 4.6;
+    const mapsW = this.pair ? 2 * side + gap : side;
+    const W = left + mapsW + BAR_W + font * 6 + 24;
+    const ctx = exportCanvas(W, head + top + side + bottom);
     ctx.fillStyle = "#212529";
     ctx.font = `bold ${font + 4}px ${family}`;
     ctx.fillText(this.caption(), 8, font * 1.8);
     ctx.font = `${font}px ${family}`;
+    ctx.fillText(this.sub.textContent, 8, font * 3.4);
+    ctx.font = `${font}px ${family}`;
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(this.source, left, head, side, side);
-    ctx.drawImage(this.cbar, left + side + 12, head, BAR_W, side);
     ctx.textBaseline = "middle";
-    for (let i = 0; i < T; i += step) {
-      const at = (i + 0.5) * (side / T);
-      ctx.textAlign = "right";
-      ctx.fillText(this.labels[i], left - 4, head + at);
-      ctx.save();
-      ctx.translate(left + at, head + side + 4);
-      ctx.rotate(-Math.PI / 4);
-      ctx.fillText(this.labels[i], 0, 0);
-      ctx.restore();
-    }
+    this.shown.forEach((x, m) => {
+      const x0 = left + m * (side + gap);
+      ctx.drawImage(this.sources[m], x0, head + top, side, side);
+      if (this.pair) {
+        ctx.textAlign = "center";
+        ctx.fillText(this.meta[x.key].label, x0 + side / 2, head + font * 0.8);
+      }
+      for (let i = 0; i < K; i += step) {
+        const at = (i + 0.5) * (side / K);
+        if (m === 0) {
+          ctx.textAlign = "right";
+          ctx.fillText(this.labels[keep[i]], left - 4, head + top + at);
+        }
+        ctx.save();
+        ctx.textAlign = "right";
+        ctx.translate(x0 + at, head + top + side + 4);
+        ctx.rotate(-Math.PI / 4);
+        ctx.fillText(this.labels[keep[i]], 0, 0);
+        ctx.restore();
+      }
+      ctx.textAlign = "center";
+      ctx.fillText("key (attended to)", x0 + side / 2, head + top + side + bottom - font);
+    });
+    ctx.drawImage(this.cbar, this.barX, head + top, BAR_W, side);
     ctx.textAlign = "left";
-    for (const t of this.cTicks.children) ctx.fillText(t.textContent, left + side + 16 + BAR_W, head + parseFloat(t.style.top));
+    for (const t of this.cTicks.children) ctx.fillText(t.textContent, this.barX + BAR_W + 4, head + parseFloat(t.style.top));
+    savePng(ctx.canvas, this.root, `${this.fileName()}.png`);
+  }
+
+  exportThumbs() {
+    const f = this.tf;
+    if (!f || !this.thumbMeans) return;
+    const head = this.font * 4.6;
+    const ctx = exportCanvas(f.W + BAR_W + this.font * 4 + 24, head + f.H + 8);
+    ctx.fillStyle = "#212529";
+    ctx.font = `bold ${this.font + 4}px ${this.family}`;
+    ctx.fillText(this.title.textContent, 8, this.font * 1.8);
+    ctx.font = `${this.font}px ${this.family}`;
+    ctx.fillText(this.sub.textContent, 8, this.font * 3.4);
+    ctx.drawImage(this.thumbCanvas, 8, head, f.W, f.H);
+    ctx.drawImage(this.thumbBar, 8 + f.bar.x, head + f.bar.y, BAR_W, f.bar.h);
+    ctx.font = `${this.font}px ${this.family}`;
     ctx.textAlign = "center";
-    ctx.fillText("key (attended to)", left + side / 2, head + side + bottom - font);
-    savePng(ctx.canvas, this.root, `${this.names[this.layer][this.head]}.png`);
+    ctx.textBaseline = "middle";
+    for (const t of this.thumbLabels.children) ctx.fillText(t.textContent, 8 + parseFloat(t.style.left), head + parseFloat(t.style.top) + this.font * 0.6);
+    ctx.textAlign = "left";
+    for (const t of this.thumbTicks.children) ctx.fillText(t.textContent, 8 + parseFloat(t.style.left), head + parseFloat(t.style.top));
+    savePng(ctx.canvas, this.root, `${this.fileName()}.png`);
+  }
+
+  fileName() {
+    const { s } = this;
+    const m = this.meta[s.measure];
+    const what = s.measure === "raw" ? "attention" : s.measure;
+    if (s.view === "model") return fileName(this.names, [what, "model-view"]);
+    if (s.view === "layer") return fileName(this.names, [what, "all-heads", `L${s.layer}`]);
+    const who = !m.perHead ? "all" : s.avg ? "avg" : `H${s.head}`;
+    return fileName(this.names, [what, `L${s.layer}`, who, ...(m.needsToken ? [`T${s.query}`] : []),
+      ...(this.pair ? ["beside-raw"] : [])]);
   }
 
   // ---------------------------------------------------------------------------------------------- input
   wire() {
     const h = this.hooks;
-    onButton(h, this.layerBox, "layer", (l, e) => this.pick(l, this.head, e.timeStamp));
-    onButton(h, this.headBox, "head", (n, e) => this.pick(this.layer, n, e.timeStamp));
+    onButton(h, this.layerBox, "layer", (l, e) => this.change(e, { layer: l }));
+    onButton(h, this.headBox, "head", (n, e) => this.change(e, { head: n, avg: false }));
+    onButton(h, this.headBox, "avg", (_, e) => this.change(e, { avg: !this.s.avg }));
+    onButton(h, this.scaleBox, "scale", (v, e) => this.change(e, { scale: v }));
+    onButton(h, this.flagBox, "flag", (f, e) => this.change(e, { [f]: !this.s[f] }));
+    h.listen(this.measureSelect, "change", (e) => this.change(e, { measure: this.measureSelect.value }));
     h.listen(this.buttons.PNG, "click", () => this.exportPng());
-    h.listen(this.map, "mousemove", (e) => this.hover(e));
-    h.listen(this.map, "mouseleave", () => this.hover(null));
+    this.maps.forEach((c, i) => {
+      h.listen(c, "mousemove", (e) => this.hover(e, c));
+      h.listen(c, "mouseleave", () => this.hover(null));
+      h.listen(c, "click", (e) => this.clickMap(e, c, i));
+    });
+    h.listen(this.thumbCanvas, "mousemove", (e) => this.hoverThumb(e));
+    h.listen(this.thumbCanvas, "mouseleave", () => this.hoverThumb(null));
+    h.listen(this.thumbCanvas, "click", (e) => this.clickThumb(e));
     h.resized(this.root, () => this.layout());
   }
 
-  hover(e) {
-    this.at = null;
-    if (e) {
-      const box = this.map.getBoundingClientRect();
-      const k = Math.floor(((e.clientX - box.left) / box.width) * this.T);
-      const q = Math.floor(((e.clientY - box.top) / box.height) * this.T);
-      if (q >= 0 && q < this.T && k >= 0 && k < this.T) this.at = { q, k };
-    }
-    this.showRead();
+  // One change of the state from an input: drawn at once from what is held; what is lacking is asked for now, the
+  // rest reaches the app once the clicking stops.
+  change(e, diff) {
+    if (!this.s || Object.entries(diff).every(([k, v]) => this.s[k] === v)) return;
+    this.stamp.input(e.timeStamp);
+    Object.assign(this.s, diff);
+    this.layout();
+    this.stamp.idle();
+    if (!this.ask()) this.sync.settle(() => this.pick());
   }
 
-  pick(layer, head, since) {
-    if (layer === this.layer && head === this.head) return;
-    this.stamp.input(since); // stamp.drawn() reports when the input's map was painted
-    Object.assign(this, { layer, head });
-    this.draw();
+  cellAt(e, canvas, K) {
+    const box = canvas.getBoundingClientRect();
+    const k = Math.floor(((e.clientX - box.left) / box.width) * K);
+    const q = Math.floor(((e.clientY - box.top) / box.height) * K);
+    return q >= 0 && q < K && k >= 0 && k < K ? { q, k } : null;
+  }
+
+  hover(e, canvas) {
+    const at = e ? this.cellAt(e, canvas, this.K) : null;
+    if (at && this.at && at.q === this.at.q && at.k === this.at.k) return;
+    if (e) this.stamp.input(e.timeStamp);
+    this.at = at;
+    this.showRead();
+    if (e) this.stamp.drawn();
+  }
+
+  // A click on a row of attention flow computes flow into that token (the query setting).
+  clickMap(e, canvas) {
+    const at = this.cellAt(e, canvas, this.K);
+    if (!at || !this.meta[this.s.measure].needsToken) return;
+    this.change(e, { query: this.keep()[at.q] });
+  }
+
+  thumbOf(e) {
+    const f = this.tf;
+    const box = this.thumbCanvas.getBoundingClientRect();
+    const x = e.clientX - box.left;
+    const y = e.clientY - box.top;
+    for (let i = 0; i < this.thumbList().length; i++) {
+      const p = this.thumbAt(i);
+      if (x >= p.x && x < p.x + f.cell && y >= p.y && y < p.y + f.cell) {
+        const n = this.thumbN;
+        return { i, q: Math.min(n - 1, Math.floor(((y - p.y) / f.cell) * n)), k: Math.min(n - 1, Math.floor(((x - p.x) / f.cell) * n)) };
+      }
+    }
+    return null;
+  }
+
+  hoverThumb(e) {
+    const hit = e && this.thumbMeans ? this.thumbOf(e) : null;
+    if (e) this.stamp.input(e.timeStamp);
+    if (!hit) {
+      this.read.textContent = "Hover a map for its values; click one to open it.";
+    } else {
+      const [layer, h] = this.thumbList()[hit.i];
+      const plane = this.thumbMeans[hit.i];
+      const keep = this.keep();
+      const b = plane.bounds;
+      const v = valueAt(plane, hit.q * this.thumbN + hit.k);
+      const who = this.meta[this.s.measure].perHead ? `layer ${layer}, head ${h}` : `layer ${layer}`;
+      const span = (i) => (b[i + 1] - b[i] === 1 ? `“${this.tokens[keep[b[i]]]}” (${keep[b[i]]})`
+        : `tokens ${keep[b[i]]}–${keep[b[i + 1] - 1]}`);
+      const mean = b[hit.q + 1] - b[hit.q] > 1 || b[hit.k + 1] - b[hit.k] > 1 ? " (mean of a block)" : "";
+      this.read.textContent = `${who}: ${span(hit.q)} → ${span(hit.k)}: ${v.toFixed(3)}${mean}`;
+    }
+    if (e) this.stamp.drawn();
+  }
+
+  clickThumb(e) {
+    const hit = this.thumbOf(e);
+    if (!hit) return;
+    const [layer, h] = this.thumbList()[hit.i];
+    const diff = this.meta[this.s.measure].perHead ? { view: "head", layer, head: h, avg: false } : { view: "head", layer };
+    this.stamp.input(e.timeStamp);
+    Object.assign(this.s, diff);
+    this.layout();
     this.stamp.idle();
-    // ---------------------------------------------------------------------------------------------- sync
-    this.sync.settle(() => ({ layer: this.layer, head: this.head, avg: false }));
+    this.sync.now(this.pick(), false); // the page around the map changes with the view: tell the app now
+  }
+
+  // ---------------------------------------------------------------------------------------------- sync
+  // The view's choice for the app, with what the browser holds.
+  pick() {
+    return { ...this.s, held: this.held() };
+  }
+
+  // Ask the app now for what the view lacks (once per state); true when it asked.
+  ask() {
+    const lacking = this.missing();
+    if (!lacking.length) return false;
+    const key = JSON.stringify([this.s, lacking]);
+    if (this.asked === key) return true;
+    this.asked = key;
+    this.sync.now(this.pick(), true);
+    this.controls();
+    return true;
   }
 }
 

@@ -168,6 +168,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("head", 1, int, None, 0, max(HEAD_OPTIONS) - 1, label="Head", widget="selectbox"),
         Setting("avg", False, bool, label="Average of heads", widget="toggle"),
         Setting("hide_special", False, bool, label="Hide [CLS] / [SEP]", widget="toggle"),
+        Setting("beside", False, bool),  # the attention map's "Beside raw" button: raw attention beside the measure
         Setting("scale", "fixed", str, tuple(SCALE_LABELS), label="Colour scale", widget="segmented", names=SCALE_LABELS,
                 help="0 to 1 keeps heads comparable; auto stretches to this map's largest weight; per row stretches "
                      "each row to its own largest weight."),

@@ -34,12 +34,17 @@ def model_tag(config: EncoderConfig, model_key: str | None = None) -> str:
             if model_key is not None or not config.embed_norm else f"bert-L{config.num_layers}-d{config.d_model}")
 
 
+def sentence_words(trace: Trace) -> str:
+    """The sentence's first four words for a file name, lower-case ASCII: the-cat-sat-on."""
+    ascii_text = unicodedata.normalize("NFKD", " ".join(trace.text.split()[:200])).encode("ascii", "ignore").decode()
+    return "-".join([w for w in (re.sub(r"[^a-z0-9]+", "", w) for w in ascii_text.lower().split()) if w][:4])
+
+
 def export_name(trace: Trace, *parts: object, model: str | None = None) -> str:
     """File name: the model, the view and its layer/head (`parts`) and the sentence's first words, e.g.
-    all-MiniLM-L6-v2_attention_L2_H5_the-cat-sat-on. `model` defaults to model_tag(trace.config)."""
-    ascii_text = unicodedata.normalize("NFKD", " ".join(trace.text.split()[:200])).encode("ascii", "ignore").decode()
-    words = [w for w in (re.sub(r"[^a-z0-9]+", "", w) for w in ascii_text.lower().split()) if w][:4]
+    all-MiniLM-L6-v2_attention_L2_H5_the-cat-sat-on. `model` defaults to model_tag(trace.config).
+    (ui/heatmap.js `fileName` joins the same pieces in the browser.)"""
     tag = model_tag(trace.config) if model is None else model
     names = [safe_filename(str(p), 40) for p in (tag, *parts)]
-    return safe_filename("_".join(p for p in [*names, "-".join(words)] if p), 140)
+    return safe_filename("_".join(p for p in [*names, sentence_words(trace)] if p), 140)
 

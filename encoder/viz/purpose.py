@@ -15,13 +15,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from torch import Tensor
 
-from . import axes, style
+from . import axes, labels, style
 from .activations import tensor_heatmap
 from .text import label, printable
 
 HIGHLIGHT_COLOURS = ("#e8590c", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599", "#c2255c", "#5c940d")
 OTHER_COLOUR = "#adb5bd"
 MAX_PATH_LABELS = 40  # above this many tokens only the highlighted paths carry their token as text
+MIN_PLOT_WIDTH = 480  # px: the narrowest trajectories plot whose labels are placed clear of each other (a projector's)
 
 
 def _matrix(x: Tensor | np.ndarray) -> np.ndarray:
@@ -76,8 +77,9 @@ def trajectories(points: Tensor | np.ndarray, tokens: list[str], highlight: Sequ
     """Each token's path through the layers in 2-D: points (depth, seq, 2), depth 0 = after the embeddings.
 
     Highlighted positions are drawn thick, in highlight_colour(i) for the i-th, labelled at both ends; the others
-    share one thin grey trace (one legend entry hides them all). The axes say how much variance each component keeps
-    when `explained` is given.
+    share one thin grey trace (one legend entry hides them all), labelled at their end when there are few. Labels are
+    annotations placed by labels.place, so none overprints another; the axes span the points (one unit as long on
+    both, the plot narrowing instead). The axes say how much variance each component keeps when `explained` is given.
     """
     p = _matrix(points)
     if p.ndim != 3 or p.shape[2] != 2 or p.shape[1] != len(tokens):
@@ -86,40 +88,77 @@ def trajectories(points: Tensor | np.ndarray, tokens: list[str], highlight: Sequ
     steps = ["emb"] + [f"L{i}" for i in range(depth - 1)]  # depth i > 0 is the output of layer i - 1
     size = 20 if presentation else 15
     names = [f"{label(tok, 16)} ({pos})" for pos, tok in enumerate(tokens)]
-    others = [pos for pos in range(len(tokens)) if pos not in highlight]
+    chosen = list(dict.fromkeys(highlight))
+    others = [pos for pos in range(len(tokens)) if pos not in chosen]
     data = []
     if others:  # one trace, paths separated by gaps: cheap to draw even at 512 tokens
         gap = [None]
         xs = [v for pos in others for v in [*p[:, pos, 0], *gap]]
         ys = [v for pos in others for v in [*p[:, pos, 1], *gap]]
-        ends = len(tokens) <= MAX_PATH_LABELS
-        text = [t for pos in others for t in [*[""] * (depth - 1), label(tokens[pos], 16) if ends else "", ""]]
         hover = [h for pos in others for h in [*[f"{names[pos]}, {s}" for s in steps], ""]]
-        data.append(dict(type="scatter", x=xs, y=ys, mode="lines+markers+text", name="other tokens",
+        data.append(dict(type="scatter", x=xs, y=ys, mode="lines+markers", name="other tokens",
                          line=dict(color=OTHER_COLOUR, width=1.5), marker=dict(size=5, color=OTHER_COLOUR),
-                         text=text, textposition="middle right", textfont=dict(size=size - 4, color="#868e96"),
                          hovertext=hover, hovertemplate="%{hovertext}<extra></extra>", connectgaps=False))
     grow = np.linspace(6, 16 if presentation else 14, depth)  # markers grow with depth: the path's direction
-    for i, pos in enumerate(dict.fromkeys(highlight)):  # drawn last, on top of the grey paths
+    for i, pos in enumerate(chosen):  # drawn last, on top of the grey paths
         colour = highlight_colour(i)
-        text = ["emb", *[""] * (depth - 2), f"{label(tokens[pos], 16)} ({steps[-1]})"]
-        data.append(dict(type="scatter", x=p[:, pos, 0], y=p[:, pos, 1], mode="lines+markers+text", name=names[pos],
+        data.append(dict(type="scatter", x=p[:, pos, 0], y=p[:, pos, 1], mode="lines+markers", name=names[pos],
                          line=dict(color=colour, width=4), marker=dict(size=grow, color=colour),
-                         text=text, textposition="top center", textfont=dict(size=size, color=colour),
                          hovertext=[f"{names[pos]}, {s}" for s in steps], hovertemplate="%{hovertext}<extra></extra>"))
     shares = list(explained) if explained is not None else None
     pcs = [f"PC{i + 1}" + (f" ({shares[i]:.0%} of the variance)" if shares else "") for i in range(2)]
     title = f"Token trajectories through {depth - 1} layers"  # the axes say it is a 2-D projection (PC1, PC2)
     layout = style.layout(title, presentation, subtitle, height=700)
     ticks = dict(tickfont=dict(size=size - 4)) if presentation else {}  # plotly's default is ~0.7 of the font size
-    layout["xaxis"] = dict(title=dict(text=pcs[0]), zeroline=False, **ticks)
-    layout["yaxis"] = dict(title=dict(text=pcs[1]), zeroline=False, scaleanchor="x", scaleratio=1, **ticks)
+    xrange, yrange = _fitted(p[..., 0]), _fitted(p[..., 1])
+    # constrain="domain": one unit as long on both axes by narrowing the plot, never by widening a range
+    layout["xaxis"] = dict(title=dict(text=pcs[0]), zeroline=False, range=list(xrange), constrain="domain", **ticks)
+    layout["yaxis"] = dict(title=dict(text=pcs[1]), zeroline=False, scaleanchor="x", scaleratio=1, range=list(yrange),
+                           constrain="domain", **ticks)
     if presentation:  # a short figure: a legend below the plot would overprint the x-axis title, so it goes beside
         layout["legend"] = dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02, font=dict(size=size - 2))
     else:
         layout["legend"] = dict(orientation="h", yanchor="top", y=-0.12, x=0, font=dict(size=size - 2))
         layout["margin"]["b"] = 90
+    layout["annotations"] = _path_labels(p, tokens, chosen, others, steps, layout, xrange, yrange, size, grow)
     return style.quick(data, layout)
+
+
+def _fitted(v: np.ndarray) -> tuple[float, float]:
+    """An axis range around values: their span and 6 % more each side (a constant's: 1 each side)."""
+    lo, hi = float(np.nanmin(v)), float(np.nanmax(v))
+    pad = 0.06 * (hi - lo) if hi > lo else 1.0
+    return lo - pad, hi + pad
+
+
+def _path_labels(p: np.ndarray, tokens: list[str], chosen: list[int], others: list[int], steps: list[str],
+                 layout: dict, xrange: tuple[float, float], yrange: tuple[float, float], size: int,
+                 grow: np.ndarray) -> list[dict]:
+    """Annotations naming the paths' ends, none over another: the highlighted paths' last point ("it (L5)"), then
+    their first ("emb"), then the grey paths' last (when there are at most MAX_PATH_LABELS tokens)."""
+    wanted: list[tuple[labels.Label, str]] = []
+    for i, pos in enumerate(chosen):
+        wanted.append((labels.Label(float(p[-1, pos, 0]), float(p[-1, pos, 1]),
+                                    text=f"{printable(tokens[pos], 16)} ({steps[-1]})", size=size,
+                                    marker=float(grow[-1]) / 2), highlight_colour(i)))
+    for i, pos in enumerate(chosen):
+        wanted.append((labels.Label(float(p[0, pos, 0]), float(p[0, pos, 1]), text="emb", size=size - 2,
+                                    marker=float(grow[0]) / 2), highlight_colour(i)))
+    if len(tokens) <= MAX_PATH_LABELS:
+        wanted += [(labels.Label(float(p[-1, pos, 0]), float(p[-1, pos, 1]), text=printable(tokens[pos], 16),
+                                 size=size - 4), "#868e96") for pos in others]
+    # The plot's height is the figure's less its margins and the x axis's ticks and title (its width follows the
+    # screen: at least MIN_PLOT_WIDTH); one unit is as long on both axes, so the scale is the smaller ratio.
+    tall = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+    spans = (xrange[1] - xrange[0], yrange[1] - yrange[0])
+    scales = (min(MIN_PLOT_WIDTH / spans[0], (tall - 3 * size - 24) / spans[1]), tall / spans[1])
+    out = []
+    for placed in labels.place([w for w, _ in wanted], xrange, yrange, scales):
+        lab, colour = wanted[placed.index]
+        out.append(dict(x=lab.x, y=lab.y, xref="x", yref="y", text=html.escape(lab.text, quote=False),
+                        showarrow=False, xanchor=placed.xanchor, yanchor=placed.yanchor, xshift=placed.xshift,
+                        yshift=placed.yshift, font=dict(size=lab.size, color=colour)))
+    return out
 
 
 def highlight_colour(i: int) -> str:

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1 import app_test as streamlit_app_test
 
 import ui
-from devkit.apptest import app_test
+from devkit.apptest import app_test, component_headers
 from encoder import TAPS
 from ui import pages, settings
 from ui.caches import CACHE
@@ -55,12 +55,6 @@ def graphviz_source(at: AppTest) -> str:
     return charts[0].proto.spec
 
 
-def heatmap_ticktext(at: AppTest) -> list[str]:
-    spec = plotly_specs(at)[0]
-    axis = spec["layout"]["xaxis"]
-    return axis.get("ticktext") or [str(x) for x in spec["data"][0]["x"]]
-
-
 @pytest.fixture(autouse=True, scope="module")
 def fresh_caches():
     clear_caches()
@@ -97,14 +91,21 @@ def test_a_page_script_run_alone_reruns_through_the_frame(monkeypatch):
     assert at.radio(key="w:model").value == settings.CUSTOM and "norm1" in graphviz_source(at)
 
 
+def map_header(at: AppTest) -> dict:
+    """What the Attention page's map was given (ui/heatmap.py `data`): tokens, labels, the choice, the parts."""
+    headers = component_headers(at)
+    assert len(headers) == 1 and headers[0]["v"] == 3, headers
+    return headers[0]
+
+
 def test_opens_on_pretrained_model_with_a_sentence():
     at = start()
     assert_clean(at)
     assert at.radio(key="w:model").value == settings.PRETRAINED
     assert at.text_area(key="w:text").value == settings.DEFAULT_SENTENCE
-    specs = plotly_specs(at)
-    assert specs and specs[0]["data"][0]["type"] == "heatmap"
-    assert "animal" in heatmap_ticktext(at)
+    header = map_header(at)
+    assert [p["kind"] for p in header["parts"]] == ["stack", "exact"]  # raw attention's layers, the map's decimals
+    assert "animal" in header["labels"]
     frame = frame_of(at)
     assert frame.trace.num_layers == 6 and frame.trace.num_heads == 12
 
@@ -120,20 +121,24 @@ def test_every_page_runs(page, params):
 
 def test_changing_the_sentence_changes_the_heatmap():
     at = start()
-    before = heatmap_ticktext(at)
+    before = map_header(at)["labels"]
     at.text_area(key="w:text").input("Bananas are yellow.").run()
     assert_clean(at)
-    after = heatmap_ticktext(at)
+    after = map_header(at)["labels"]
     assert after != before and "bananas" in after
 
 
 def test_changing_the_head_does_not_rerun_the_model():
+    """The map's settled pick writes the head into the store (ui/heatmap.take_pick); the next run reuses the trace."""
     at = start()
     trace = frame_of(at).trace
-    z0 = plotly_specs(at)[0]["data"][0]["z"]
-    at.selectbox(key="w:head").set_value(5).run()
+    first = map_header(at)
+    at.session_state[ui.state.STORE]["head"] = 5
+    at.run()
     assert frame_of(at).trace is trace  # the cached trace object, not a new forward pass
-    assert plotly_specs(at)[0]["data"][0]["z"] != z0
+    header = map_header(at)
+    assert header["sel"]["head"] == 5 and first["sel"]["head"] != 5
+    assert header["parts"][-1] == {"kind": "exact", "key": f"raw|-|{header['sel']['layer']}|5|0"}
 
 
 def test_impossible_config_shows_the_config_error():
@@ -157,9 +162,9 @@ def test_query_params_restore_the_settings():
     assert_clean(at)
     frame = frame_of(at)
     assert frame.config.norm == "pre" and frame.config.num_layers == 2 and frame.config.d_model == 64
-    assert at.slider(key="w:layer").value == 1 and at.selectbox(key="w:head").value == 2
+    assert {k: map_header(at)["sel"][k] for k in ("layer", "head")} == {"layer": 1, "head": 2}
     assert at.text_area(key="w:text").value == "Hello there, world!"
-    assert "hello" in heatmap_ticktext(at)
+    assert "hello" in map_header(at)["labels"]
 
 
 @pytest.mark.parametrize(

@@ -56,13 +56,16 @@ SETTLE_JS = """([ready, ms]) => {
   return now - window.__settledSince >= ms;
 }"""
 
-# The one attention heatmap on the page, its x tick labels and title, once the old chart is gone.
-# Past 128 tokens: the canvas map (ui/heatmap.js) once its exact weights are drawn, its y tick labels as the ticks.
+# The one attention map on the page: the Attention page's map (ui/heatmap.js) once its exact values are drawn (its
+# y tick labels, title, title and subtitle, and its pixels), or elsewhere the one plotly heatmap, once the old chart
+# is gone.
+MAP = '[data-testid="stBidiComponentIsolated"]'  # the attention map (a st.components.v2 component, like the head view)
 HEATMAP_JS = """() => {
   const hm = document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm');
   if (hm && hm.dataset.exact === '1') {
     return {ticks: [...hm.querySelectorAll('.hm-tick.hm-y')].map(t => t.textContent), title: hm.dataset.title,
-            text: hm.querySelector('.hm-title').textContent, image: `draws ${hm.dataset.draws}`};
+            text: hm.querySelector('.hm-title').textContent + ' ' + hm.querySelector('.hm-sub').textContent,
+            image: hm.querySelector('canvas.hm-map').toDataURL('image/png')};
   }
   const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]');
   if (charts.length !== 1 || !charts[0].querySelector('svg.main-svg .heatmaplayer image')) return null;
@@ -253,13 +256,13 @@ def test_home_page_draws_the_heatmap(page, app):
     heat = wait_heatmap(page, app, heatmap_labels(settings.DEFAULT_SENTENCE), f"Attention, layer {layer}, head {head}",
                         timeout=LOAD_MS)
     assert heat["image"].startswith("data:image/png;base64,") and len(heat["image"]) > 1000, "heatmap cells not drawn"
-    assert page.locator(f"{CHART} svg.main-svg").first.bounding_box()["width"] > 400
+    assert page.locator(".hm canvas.hm-map").first.bounding_box()["width"] > 400
     assert page.get_by_role("radio", name=settings.PRETRAINED_LABEL).is_checked()
     assert page.get_by_label("Sentence").input_value() == settings.DEFAULT_SENTENCE
     assert_clean(page, app, since)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "browser_home.png"))
-    page.locator(CHART).screenshot(path=str(ARTIFACTS / "browser_heatmap.png"))
+    page.locator(MAP).screenshot(path=str(ARTIFACTS / "browser_heatmap.png"))
 
 
 @pytest.mark.browser
@@ -285,8 +288,7 @@ def test_choosing_a_head_redraws_the_heatmap(page, app):
     layer, head = settings.SETTINGS["layer"].default, settings.SETTINGS["head"].default
     other = (head + 4) % 12  # the pretrained model has 12 heads
     before = wait_heatmap(page, app, labels, f"layer {layer}, head {head}", timeout=LOAD_MS)
-    page.locator('[data-testid="stSelectbox"]').filter(has_text="Head").click()
-    page.get_by_role("option", name=str(other), exact=True).click()
+    page.locator(f'.hm button[data-head="{other}"]').click()  # the map's own Head buttons
     after = wait_heatmap(page, app, labels, f"layer {layer}, head {other}")
     assert after["image"] != before["image"], f"head {other} should draw different weights from head {head}"
     settle(page)
@@ -294,16 +296,16 @@ def test_choosing_a_head_redraws_the_heatmap(page, app):
     assert_clean(page, app, since)
 
 
-# Where the heatmap's plot area sits and where its labels end up, in the chart's own pixels.
-MARGINS_JS = """() => {
-  const gd = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+# Where each attention heatmap's plot area sits and where its labels end up, in the chart's own pixels.
+MARGINS_JS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')]
+  .filter(gd => /^(Intact|Knocked out): layer/.test(gd.querySelector('.gtitle')?.textContent ?? '')).map(gd => {
   const svg = gd.querySelector('svg.main-svg').getBoundingClientRect();
   const boxes = [...gd.querySelectorAll('.xtick text, .ytick text, .g-xtitle text, .g-ytitle text, .colorbar text')]
     .map(t => t.getBoundingClientRect()).filter(b => b.width > 0);
   return {given: gd.layout.margin, used: gd._fullLayout._size, width: svg.width, height: svg.height,
           left: Math.min(...boxes.map(b => b.left - svg.left)), right: Math.max(...boxes.map(b => b.right - svg.left)),
           bottom: Math.max(...boxes.map(b => b.bottom - svg.top))};
-}"""
+})"""
 
 
 @pytest.mark.browser
@@ -311,21 +313,25 @@ MARGINS_JS = """() => {
     (settings.DEFAULT_SENTENCE, False),
     ("Antidisestablishmentarianism internationalization supercalifragilistic", True),
     ("日本語のテキストを解析する 你好世界 😀🎉 مرحبا بالعالم", False),
-], ids=["default", "long-words-projector", "wide-characters"])  # 512 tokens: a canvas (tests/app/test_heatmap.py)
+], ids=["default", "long-words-projector", "wide-characters"])
 def test_heatmap_margins_fit_its_labels_in_one_pass(page, app, text, present):
-    """figures.py sizes the margins for the token labels itself. If they fit, plotly never widens them, which
-    would redraw the whole chart (at 512 tokens a sixth of the 300 ms a head change may take); either way no
-    label may be cut off."""
+    """encoder/viz/attention.py sizes a plotly heatmap's margins for its token labels itself (Knock out heads draws
+    two, the intact and the knocked-out model's). If they fit, plotly never widens them, which would redraw the
+    whole chart; either way no label may be cut off. (The Attention page's map is ui/heatmap.js:
+    tests/app/test_heatmap.py.)"""
     since = len(app.log.lines)
-    open_app(page, app, params={"text": text, "present": str(present).lower()})
-    wait_heatmap(page, app, heatmap_labels(text), timeout=LOAD_MS)
-    m = page.evaluate(MARGINS_JS)
-    assert all(m["used"][side] == m["given"][side] for side in "lbr"), f"plotly had to widen the margins: {m}"
-    assert m["left"] >= 0 and m["right"] <= m["width"] and m["bottom"] <= m["height"], f"a label is cut off: {m}"
+    open_app(page, app, "/knockout", params={"text": text, "present": str(present).lower(), "ablate": "3.1"})
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .heatmaplayer image')"
+                           ".length >= 2", timeout=LOAD_MS)
+    maps = page.evaluate(MARGINS_JS)
+    assert len(maps) == 2, maps
+    for m in maps:
+        assert all(m["used"][side] == m["given"][side] for side in "lbr"), f"plotly had to widen the margins: {m}"
+        assert m["left"] >= 0 and m["right"] <= m["width"] and m["bottom"] <= m["height"], f"a label is cut off: {m}"
     assert_clean(page, app, since)
 
 
-# Past 128 tokens the one-head view is a canvas (ui/heatmap.js): its pixels (one block per cell, as the backing
+# The one-head view is a canvas (ui/heatmap.js): its pixels (one block per cell, as the backing
 # store holds them), whether it scales without smoothing, and the weights it hovers with.
 EXACT_JS = """() => {
   const r = document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm');
@@ -393,7 +399,9 @@ def test_512_token_heatmap_is_exact_in_the_browser(page, app):
         shown = page.evaluate(READ_JS)
         q2, k2 = int(shown["q"]), int(shown["k"])  # a mouse position is a whole pixel: maybe a neighbour cell
         assert abs(q2 - q) <= 1 and abs(k2 - k) <= 1 and shown["exact"] == "1", shown
-        assert abs(float(shown["weight"]) - weights[q2, k2]) <= 1e-6, (shown, weights[q2, k2])
+        # The exact map travels as the four decimals the hover prints (0.17 MB, not 1 MB of float32): those are the
+        # model's, digit for digit, and the value read is within half a unit of the last one.
+        assert shown["digits"] == f"{weights[q2, k2]:.4f}" and abs(float(shown["weight"]) - weights[q2, k2]) <= 5e-5
         assert shown["text"] == f"“{trace.tokens[q2]}” ({q2}) → “{trace.tokens[k2]}” ({k2}): {weights[q2, k2]:.4f}"
     assert_clean(page, app, since)
 
@@ -402,7 +410,7 @@ def test_512_token_heatmap_is_exact_in_the_browser(page, app):
 # their "being built" notice; once built they must show the content.
 PLACEHOLDER = "This teaching view is being built."
 CONTENT = {
-    "heatmaps": (f"{CHART} .heatmaplayer image", 1),
+    "heatmaps": ('[data-testid="stBidiComponentIsolated"]', 1),
     "inside-a-head": ('[data-testid="stBidiComponentIsolated"]', 1),
     "statistics": (f"{CHART} svg.main-svg", 3),
     "diagram": (f"{GRAPHVIZ} svg g.node", len(TAPS)),
@@ -550,7 +558,7 @@ def check_sentence_shown_literally(page: Page, app: App, name: str, since: int, 
             page.wait_for_function(
                 """([ready, chart]) => document.querySelector(ready) && !document.querySelector(chart)
                    && document.querySelector('[data-testid="stMain"]').innerText.includes('Type a sentence above')""",
-                arg=[READY, CHART], timeout=CHANGE_MS, polling=100)
+                arg=[READY, f"{CHART}, {MAP}"], timeout=CHANGE_MS, polling=100)
         except PlaywrightTimeout:
             raise AssertionError(f"no prompt (or a heatmap) for a blank sentence: {describe(page, app, since)}") from None
     else:
@@ -582,7 +590,7 @@ def test_hostile_sentence_in_the_url_is_shown_literally(page, app, markup_baseli
     check_sentence_shown_literally(page, app, name, since, markup_baseline)
     if name in SCREENSHOTS:
         ARTIFACTS.mkdir(exist_ok=True)
-        page.locator(CHART).screenshot(path=str(ARTIFACTS / f"browser_hostile_{name}.png"))
+        page.locator(MAP).screenshot(path=str(ARTIFACTS / f"browser_hostile_{name}.png"))
     if name.startswith("dot_"):
         page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Data flow").click()
         wait_graph(page, app)

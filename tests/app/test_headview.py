@@ -1,7 +1,7 @@
 """The head view (issue 12) in Chromium: exact weights on the drawn lines, switches in the browser that reach the
 URL, long inputs as 8-bit weights that say so and switch layers without a script run, hostile tokens kept literal,
-nothing fetched from outside, slide exports, and the click from a model-view thumbnail to that head. Plus the
-payload's encoding, without a browser.
+nothing fetched from outside, and slide exports. Plus the payload's encoding, without a browser. (A click on a
+thumbnail of the attention map: tests/app/test_heatmap.py.)
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from devkit.server import COUNT_RUNS
 from encoder import load_pretrained, run
 from tests.app import test_browser
 from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, new_page, query, settle
-from ui import headview, payload, settings
+from ui import payload, settings
 
 app = test_browser.app  # the browser tests' server fixture; `browser` comes from conftest.py
 SENTENCE = settings.DEFAULT_SENTENCE
@@ -152,12 +152,6 @@ def test_layers_past_the_ship_limit_stay_on_the_server(monkeypatch):
     monkeypatch.setattr(payload, "SHIP_LIMIT", 1)  # the chosen layer ships whatever the limit
     assert decoded(payload.build(fake_trace(att), dict(layer=4, head=0, avg=False, query=0), name="n"))[0]["layers"] == [4]
     assert payload.nearest_first(2, 5) == [2, 3, 1, 4, 0]
-
-
-def test_clicked_point_maps_to_its_layer_and_head():
-    assert headview.clicked_head([{"curve_number": 80, "customdata": [2, 5]}]) == (2, 5)
-    assert headview.clicked_head([{"x": 1}, {"customdata": [4, 7]}]) == (4, 7)
-    assert headview.clicked_head([{"x": 1}, {"customdata": "<b>"}, {"customdata": [-1, 2]}]) is None
 
 
 # ------------------------------------------------------------------------------------------------ browser
@@ -311,32 +305,6 @@ def test_slide_exports_are_files_with_the_tokens_as_text(page, app):
         page.locator(".hv button", has_text="PNG").click()
     assert open(png.value.path(), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     assert not page.dialogs and not page.outside, page.outside
-
-
-CELL_JS = """([layer, head, heads]) => {
-  const gd = [...document.querySelectorAll('[data-testid="stPlotlyChart"] div')].find(d => d._fullLayout);
-  const n = layer * heads + head, s = n ? String(n + 1) : '';
-  const xa = gd._fullLayout['xaxis' + s], ya = gd._fullLayout['yaxis' + s];
-  const box = gd.querySelector('svg.main-svg').getBoundingClientRect();
-  return [box.left + xa._offset + xa._length / 2, box.top + ya._offset + ya._length / 2];
-}"""
-
-
-@pytest.mark.parametrize(("params", "layer", "head"), [({"view": "model"}, 2, 5), ({"view": "layer", "layer": "4"}, 4, 7)])
-def test_clicking_a_thumbnail_opens_that_head(page, app, params, layer, head):
-    page.goto(app.link("/", params))  # the default page lives at /
-    settle(page)
-    page.wait_for_selector('[data-testid="stPlotlyChart"] .heatmaplayer image', timeout=LOAD_MS)
-    x, y = page.evaluate(CELL_JS, [0 if params["view"] == "layer" else layer, head, 12])
-    page.mouse.click(x, y)
-    page.wait_for_function(
-        """(title) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle')]
-                        .some(t => t.textContent.includes(title))""",
-        arg=f"Attention, layer {layer}, head {head}", timeout=CHANGE_MS)
-    settle(page)
-    q = query(page)
-    assert q.get("layer") == [str(layer)] and q.get("head") == [str(head)] and "view" not in q  # view=head: the default
-    assert_clean(page, app)
 
 
 # What the components' own code (Streamlit names their modules st-bidi-<component>-<hash>.js) hooks into the window:

@@ -11,6 +11,7 @@ are whole at 1024x768, 1440x900 and 1920x1080, and chart titles at 1440x900 and 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 
@@ -220,3 +221,55 @@ def test_the_folded_sentence_box_shows_user_text_as_typed(projector, app):
     assert not button.locator("strong, em, i, a").count(), "user text in the label became markup"
     button.click()
     expect(page.get_by_label("Sentence")).to_have_value(text)  # the popover mounts its box after the click
+
+
+# Token trajectories: each path's labels (annotations) and what the axes span against what the points span.
+TRAJECTORY_JS = """() => {
+  const gd = [...document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')]
+    .find(g => (g.querySelector('.gtitle')?.textContent ?? '').startsWith('Token trajectories'));
+  const span = (k) => { const v = gd.calcdata.flatMap(trace => trace.map(p => p[k])).filter(Number.isFinite);
+                        return [Math.min(...v), Math.max(...v)]; };  // every point plotly drew
+  return {labels: [...gd.querySelectorAll('.annotation-text-g')].map(a => {
+            const b = a.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom, a.textContent]; }),
+          x: gd._fullLayout.xaxis.range, y: gd._fullLayout.yaxis.range, xs: span('x'), ys: span('y'),
+          fonts: [...gd.querySelectorAll('.annotation-text')].map(t => parseFloat(getComputedStyle(t).fontSize))};
+}"""
+
+
+def test_trajectory_labels_never_overlap_and_the_axes_span_the_points(projector, app):
+    """Issue 23: "emb" printed over "animal (L5)", and an x axis from -25 to 20 for points from -10 to 5."""
+    page, since = projector, len(app.log.lines)
+    open_page(page, app, "trajectories")
+    t = page.evaluate(TRAJECTORY_JS)
+    names = [b[4] for b in t["labels"]]
+    assert {"it (L5)", "animal (L5)", "street (L5)"} <= set(names), names  # the highlighted paths are named
+    for a, b in itertools.combinations(t["labels"], 2):
+        overlap = min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5
+        assert not overlap, f"{a[4]!r} overprints {b[4]!r} at {page.viewport_size}: {a[:4]} {b[:4]}"
+    for axis, values in (("x", "xs"), ("y", "ys")):
+        (lo, hi), (vlo, vhi) = t[axis], t[values]
+        assert lo <= vlo and hi >= vhi and hi - lo <= 1.2 * (vhi - vlo), f"{axis} spans {t[axis]}, points {t[values]}"
+    assert min(t["fonts"]) >= MIN_PRESENT_FONT, t["fonts"]
+    assert_clean(page, app, since)
+
+
+@pytest.mark.parametrize("view", ["layer", "model"])
+def test_the_attention_maps_grid_and_model_view_fit_the_projector(projector, app, view):
+    """The model view was 610 px tall, its bottom at 856 px on a 720 px screen; now every thumbnail is on screen."""
+    page, since = projector, len(app.log.lines)
+    page.goto(app.link("/", {"present": "true", "view": view}))
+    settle(page, timeout=LOAD_MS)
+    page.wait_for_function("""() => { const r = document.querySelector('[data-testid="stBidiComponentIsolated"]')
+      ?.shadowRoot?.querySelector('.hm'); return r && r.dataset.thumbs && !r.classList.contains('loading'); }""",
+                           timeout=LOAD_MS)
+    box = page.evaluate("""() => { const r = document.querySelector('[data-testid="stBidiComponentIsolated"]')
+      .shadowRoot.querySelector('.hm');
+      const b = r.querySelector('.hm-grid').getBoundingClientRect();
+      const header = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
+      const fonts = [...r.querySelectorAll('.hm-grid .hm-tick')].map(e => parseFloat(getComputedStyle(e).fontSize));
+      return {top: b.top, bottom: b.bottom, left: b.left, right: b.right, header, thumbs: +r.dataset.thumbs, fonts,
+              vw: innerWidth, vh: innerHeight}; }""")
+    assert box["thumbs"] == (12 if view == "layer" else 72), box
+    assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] and box["right"] <= box["vw"], box
+    assert min(box["fonts"]) >= MIN_PRESENT_FONT, box["fonts"]
+    assert_clean(page, app, since)

@@ -22,10 +22,12 @@ from playwright.sync_api import expect
 from devkit.server import streamlit_server
 from tests.app.walk import (
     LOAD_S,
+    MAP_SETTINGS,
     PAGES,
     SERVER_ENV,
     SMALL,
     VIEWPORT,
+    MapControl,
     ServerLog,
     Tab,
     Widget,
@@ -49,8 +51,11 @@ WORDS = ["it", "the", "animal", "[MASK]", "🙂", "<b>"]
 # 128-wide model is an impossible config the app must explain, not crash on.
 KNOB_TARGETS = {"d_model": (32, 64, 96, 128), "num_heads": (1, 2, 3, 4, 8, 16), "d_ff": (64, 128, 256),
                 "num_layers": (1, 2, 3)}
-# (seed, start page, start URL settings): at least 150 steps in all.
-WALKS = [(1, "/", SMALL), (2, "/", {}), (3, "/side-by-side", SMALL | {"norm": "pre", "text": "The cat sat."})]
+# (seed, start page, start URL settings): at least 200 steps in all.
+# Seed 4 stays on Attention: the map's own controls and Measure choice among the sidebar's, for 30 steps.
+WALKS = [(1, "/", SMALL), (2, "/", {}), (3, "/side-by-side", SMALL | {"norm": "pre", "text": "The cat sat."}),
+         (4, "/", {"measure": "value", "beside": "true"})]
+STAY = {4: 30}  # seed -> steps of a walk that never opens another page
 STEPS = 50
 
 
@@ -83,15 +88,18 @@ def assert_consistent(tab: Tab, since: int, context: str) -> None:
 
 
 # --------------------------------------------------------------------------------------- the random walk
-def controls(tab: Tab) -> list[tuple[str, Widget | str]]:
-    """The controls a person could use now, sorted so that a seed replays the same walk: (id, widget or label)."""
-    found: list[tuple[str, Widget | str]] = []
+def controls(tab: Tab) -> list[tuple[str, Widget | MapControl | str]]:
+    """The controls a person could use now, sorted so that a seed replays the same walk: (id, widget, the attention
+    map's control, or a button's label)."""
+    found: list[tuple[str, Widget | MapControl | str]] = []
     for w in tab.widgets():
         if not w.disabled and (w.setting is not None or w.key == "example"):
             found.append((f"{w.kind}:{w.key}", w))
     for b in tab.shown()["buttons"]:
         if not b["disabled"] and b["label"] not in SKIPPED_BUTTONS:
             found.append((f"button:{b['label']}", b["label"]))
+    for c in tab.map_controls():
+        found.append((f"map:{c.selector or c.label}", c))
     return sorted(found, key=lambda c: c[0])
 
 
@@ -100,8 +108,15 @@ def other(rng: random.Random, options: list, current) -> object:
     return rng.choice(choices) if choices else current
 
 
-def use(tab: Tab, rng: random.Random, control: Widget | str) -> str:
+def use(tab: Tab, rng: random.Random, control: Widget | MapControl | str) -> str:
     """Use one control the way a person would, with choices drawn from rng; return what was done (for the log)."""
+    if isinstance(control, MapControl):
+        if control.kind == "measure":
+            tab.use_map(control, control.label)
+            return f"map measure -> {control.label!r}"
+        size = tab.use_map(control)
+        assert size is None or size > 0, "the map's PNG was empty"
+        return f"map {control.label!r} ({control.selector})" + (f" (PNG {size} bytes)" if size is not None else "")
     if isinstance(control, str):
         size = tab.press_button(control)
         assert size is None or size > 0, f"the {control!r} download was empty"
@@ -163,14 +178,15 @@ def slider_presses(rng: random.Random, w: Widget) -> int:
     return presses
 
 
-def walk(tab: Tab, seed: int, steps: int, log: list[str]) -> None:
+def walk(tab: Tab, seed: int, steps: int, log: list[str], stay: bool = False) -> None:
+    """`steps` random steps: a control of the page, or (a quarter of the time, unless `stay`) another page."""
     rng = random.Random(seed)
     for n in range(steps):
         since = len(tab.log.lines)
         here = tab.path()
         usable = controls(tab)
         started = time.monotonic()
-        if not usable or rng.random() < 0.25:
+        if not usable or (not stay and rng.random() < 0.25):
             title = other(rng, TITLES, PAGES[here])
             log.append(f"{n:3d} {here}: open {title!r}")
             tab.nav(title)
@@ -193,8 +209,9 @@ def test_random_walk_keeps_the_url_equal_to_the_view(tabs, seed, path, params):
     tab.goto(path, params)
     assert_consistent(tab, since, walk_report(seed, log))
     started = time.monotonic()
+    steps = STAY.get(seed, STEPS)
     try:
-        walk(tab, seed, STEPS, log)
+        walk(tab, seed, steps, log, stay=seed in STAY)
     except AssertionError:
         raise
     except Exception as err:  # a Playwright timeout or a vanished element: still print the replay information
@@ -209,7 +226,7 @@ def test_random_walk_keeps_the_url_equal_to_the_view(tabs, seed, path, params):
         time.sleep(0.25)
     assert fresh.signature() == seen, (f"the final URL reopens a different view\n{walk_report(seed, log)}\n"
                                        f"walk: {seen}\nfresh tab: {fresh.signature()}")
-    print(f"\nseed {seed}: {STEPS} steps in {time.monotonic() - started:.0f} s\n" + "\n".join(log))
+    print(f"\nseed {seed}: {steps} steps in {time.monotonic() - started:.0f} s\n" + "\n".join(log))
 
 
 # ------------------------------------------------------------------------------ every control, then every page
@@ -246,8 +263,33 @@ def change(tab: Tab, w: Widget) -> str:
     return f"{key}: {w.value!r} -> changed"
 
 
+# The attention map's controls, each once, in an order where each changes a setting (Beside raw needs a measure
+# other than raw attention), then its PNG export.
+MAP_STEPS = ['button[data-head="5"]', 'button[data-layer="1"]', 'button[data-avg="1"]',
+             'button[data-flag="hide_special"]', 'button[data-scale="row"]', "measure:value",
+             'button[data-flag="beside"]', 'button[data-avg="1"]', "measure:flow", 'button[title^="Save"]']
+
+
+def change_map_controls(tab: Tab, log: list[str]) -> None:
+    """Use every control of the attention map once (it is on the Attention page): each changes the URL."""
+    for step in MAP_STEPS:
+        since = len(tab.log.lines)
+        before = tab.url_values()
+        if step.startswith("measure:"):
+            tab.use_map(MapControl("measure"), step.removeprefix("measure:"))
+        else:
+            control = MapControl("button", step, "PNG" if "Save" in step else "")
+            size = tab.use_map(control)
+            assert size is None or size > 0, "the map's PNG was empty"
+        log.append(f"{PAGES[tab.path()]}: map {step}")
+        assert_consistent(tab, since, "\n".join(log))
+        assert "Save" in step or tab.url_values() != before, f"map {step} changed no setting\n" + "\n".join(log)
+
+
 def change_page_controls(tab: Tab, log: list[str]) -> None:
     """Change every setting widget of the page's main area (not the sentence) and press every button once."""
+    if tab.map() is not None:
+        change_map_controls(tab, log)
     done: set[str] = set()
     while True:
         todo = [w for w in tab.widgets() if w.setting not in (None, "text") and not w.sidebar and not w.disabled
@@ -280,7 +322,7 @@ def tour(tab: Tab, log: list[str], expect: dict[str, set[str]]) -> None:
         tab.nav(title)
         log.append(f"open {title!r}")
         assert_consistent(tab, since, "\n".join(log))
-        drawn = {w.setting for w in tab.widgets()}
+        drawn = tab.drawn_settings()
         now = tab.url_values()
         # A page may only move a setting its own widget cannot show into range (query 15 of a 9-token sentence -> 8).
         moved = {k: (values[k], now[k]) for k in values if now[k] != values[k] and k not in drawn}
@@ -302,12 +344,13 @@ def test_every_control_then_every_page(tabs):
         log.append(f"open {title!r}")
         change_page_controls(tab, log)
         expect[path] = {w.setting for w in tab.widgets() if w.setting and not w.sidebar and w.setting != "text"}
+        expect[path] |= tab.drawn_settings() & set(MAP_SETTINGS)
     assert {"follow", "ablate"} <= set().union(*expect.values()), f"the multiselects were not driven: {expect}"
     tour(tab, log, expect)
     tab.nav("Attention")
     tab.pick_segment("w-view", settings.VIEW_LABELS["head"])  # the View hid Head and Average; they are still set
     assert_consistent(tab, since, "\n".join(log))
-    assert {"head", "avg"} <= {w.setting for w in tab.widgets()}, "\n".join(log)
+    assert {"head", "avg"} <= tab.drawn_settings(), "\n".join(log)
     # The sidebar, once: presentation and training mode, the custom model, an impossible config, and back.
     page_settings = tab.url_values()
     for key in ("present", "train"):
@@ -337,8 +380,7 @@ def test_head_then_another_page_then_reload(tabs):
     tab, log = tabs(), ["open /", "head -> 5", "open Activations", "reload", "open Attention"]
     since = len(tab.log.lines)
     tab.goto("/")
-    tab.open_select("w-head")
-    tab.pick_select("w-head", "5")
+    tab.use_map(MapControl("button", 'button[data-head="5"]'))  # the map's own Head buttons
     assert tab.url_values()["head"] == 5
     tab.nav("Activations")
     assert_consistent(tab, since, "\n".join(log))
@@ -348,7 +390,7 @@ def test_head_then_another_page_then_reload(tabs):
     assert_consistent(tab, since, "\n".join(log))
     tab.nav("Attention")
     assert_consistent(tab, since, "\n".join(log))
-    assert {w.setting: w.value for w in tab.widgets()}["head"] == "5"
+    assert tab.map()["state"]["head"] == "5"
 
 
 def test_view_layer_and_download_then_another_page(tabs):
@@ -358,7 +400,7 @@ def test_view_layer_and_download_then_another_page(tabs):
     tab.goto("/")
     steps = [
         ("view -> All heads of a layer", lambda: tab.pick_segment("w-view", settings.VIEW_LABELS["layer"]), "Data flow"),
-        ("layer +1", lambda: tab.slide("w-layer", 1), "Activations"),
+        ("layer +1", lambda: tab.use_map(MapControl("button", 'button[data-layer="4"]')), "Activations"),
         ("view -> One head", lambda: tab.pick_segment("w-view", settings.VIEW_LABELS["head"]), "Compare"),
         ("Download CSV", lambda: tab.press_button("Download CSV"), "Step through a layer"),
     ]
@@ -404,10 +446,15 @@ def longest_sentence(seed: int) -> str:
     return text + "z" * (settings.MAX_TEXT_CHARS - units(text))
 
 
-def heatmap_drawn(tab: Tab) -> bool:
-    """The one-head map is on the page: past 128 tokens the canvas map (ui/heatmap.js) has drawn, else plotly's."""
-    canvas = tab.page.locator('.hm[data-draws][data-exact="1"] canvas.hm-map').count()  # pierces the shadow root
-    return canvas + tab.page.locator('[data-testid="stPlotlyChart"] .heatmaplayer image').count() == 1
+def heatmap_drawn(tab: Tab, timeout: float = 30) -> bool:
+    """The one-head map (ui/heatmap.js) is on the page and has drawn its exact values (which the browser inflates
+    after the app's run has finished: polled until then)."""
+    deadline = time.monotonic() + timeout
+    while tab.page.locator('.hm[data-draws][data-exact="1"]').count() != 1:  # the locator pierces the shadow root
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def test_longest_sentence_link_reopens_twice(tabs):

@@ -133,6 +133,41 @@ PAGE_JS = """(broken) => {
 }"""
 
 
+# The Attention page's map (ui/heatmap.js), when it is on the page and has drawn: its state (root's data-*), whether
+# it waits for data, and its controls: buttons by a selector that finds each again, the measures it offers.
+MAP_JS = """() => {
+  const r = document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm');
+  if (!r || !r.dataset.draws) return null;
+  const attrs = ['layer', 'head', 'avg', 'flag', 'scale'];
+  const selector = (b) => {
+    const a = attrs.find(k => b.dataset[k] !== undefined);
+    return a ? `button[data-${a}="${b.dataset[a]}"]` : `button[title="${b.title}"]`;
+  };
+  const buttons = [...r.querySelectorAll('.ee-bar button')].filter(b => b.checkVisibility())
+    .map(b => ({selector: selector(b), label: b.textContent, disabled: b.disabled}));
+  const select = r.querySelector('select.hm-select');
+  return {state: {...r.dataset}, loading: r.classList.contains('loading'), buttons,
+          measures: [...select.options].map(o => o.value)};
+}"""
+# The map's data-* name of each setting it draws, and how a value is written there.
+MAP_SETTINGS = {"view": "view", "layer": "layer", "head": "head", "avg": "avg", "hide_special": "hide",
+                "scale": "scale", "measure": "measure", "beside": "beside", "query": "query"}
+
+
+@dataclass
+class MapControl:
+    """One control of the attention map: a button (by its selector) or the Measure choice (its options)."""
+
+    kind: str  # "button" or "measure"
+    selector: str = ""
+    label: str = ""
+    options: tuple[str, ...] = ()
+
+    @property
+    def download(self) -> bool:
+        return self.label == "PNG"
+
+
 @dataclass
 class Widget:
     key: str  # the container's st-key-* suffix: "w-<setting>" for settings, "w-quiz_<id>" for quiz answers
@@ -215,6 +250,48 @@ class Tab:
     def widgets(self) -> list[Widget]:
         return [Widget(**w) for w in self.page.evaluate(WIDGETS_JS)]
 
+    def map(self) -> dict | None:
+        """The attention map's state and controls (MAP_JS), or None when it is not on the page."""
+        return self.page.evaluate(MAP_JS)
+
+    def map_controls(self) -> list[MapControl]:
+        """The map's usable controls: its enabled buttons and each option of its Measure choice."""
+        shown = self.map()
+        if shown is None:
+            return []
+        out = [MapControl("button", b["selector"], b["label"]) for b in shown["buttons"] if not b["disabled"]]
+        return out + [MapControl("measure", label=key, options=tuple(shown["measures"])) for key in shown["measures"]]
+
+    def drawn_settings(self) -> set[str]:
+        """The settings on screen: those of the Streamlit widgets, and the map's when it is on the page."""
+        drawn = {w.setting for w in self.widgets() if w.setting is not None}
+        return drawn | (set(MAP_SETTINGS) if self.map() is not None else set())
+
+    def use_map(self, control: MapControl, value: str | None = None) -> int | None:
+        """Click a map button (or choose measure `value`), then wait until the map's choice has reached the app
+        (it goes once the clicking stops) and the URL holds it; for the PNG button, the size of the file saved."""
+        root = self.page.locator(".hm")  # the locator pierces the component's shadow root
+        if control.download:
+            with self.page.expect_download(timeout=STEP_S * 1000) as info:
+                root.locator(control.selector).click()
+            path = info.value.path()
+            return path.stat().st_size if path else -1
+        if control.kind == "measure":
+            root.locator("select.hm-select").select_option(value)
+        else:
+            root.locator(control.selector).click()
+        deadline = time.monotonic() + STEP_S
+        while True:
+            shown, values = self.map(), url_settings(self.page.url)[0]
+            s = self.status()
+            settled = s["ready"] and s["quietMs"] >= QUIET_S * 1000 and time.monotonic() - self.ws_last >= QUIET_S
+            if settled and (shown is None or (not map_mismatches(shown, values) and not shown["loading"])):
+                return None
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the map's choice never reached the URL: {shown and shown['state']}, "
+                                     f"{map_mismatches(shown, values) if shown else ''}")
+            time.sleep(0.1)
+
     def shown(self) -> dict:
         return self.page.evaluate(PAGE_JS, list(BROKEN))
 
@@ -235,6 +312,9 @@ class Tab:
         for w in self.widgets():
             if w.setting is not None:
                 sig[f"{w.key} {w.label}"] = w.value
+        shown = self.map()
+        if shown is not None:
+            sig |= {f"map {key}": shown["state"].get(name) for key, name in MAP_SETTINGS.items()}
         return sig
 
     # ---- acting: each helper performs one user action and waits until the app has settled
@@ -430,6 +510,17 @@ def mismatches(widgets: list[Widget], values: dict[str, Any]) -> list[str]:
     return wrong
 
 
+def map_mismatches(shown: dict, values: dict[str, Any]) -> list[str]:
+    """Every choice the attention map shows that the URL's settings do not hold."""
+    wrong = []
+    for key, name in MAP_SETTINGS.items():
+        want = values[key]
+        want = ("1" if want else "0") if isinstance(want, bool) else str(want)
+        if shown["state"].get(name) != want:
+            wrong.append(f"map {key}: shows {shown['state'].get(name)!r}, the URL says {want!r}")
+    return wrong
+
+
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}… ({len(str(value))} chars)"
@@ -450,6 +541,9 @@ def check_screen(tab: Tab, since: int = 0) -> list[str]:
     values, url_problems = url_settings(page["url"])
     problems += [f"URL not readable: {p}" for p in url_problems]
     problems += mismatches(tab.widgets(), values)
+    shown = tab.map()
+    if shown is not None:
+        problems += map_mismatches(shown, values)
     impossible = config_problem(values)
     if impossible and not any(impossible[:30] in alert for alert in page["alerts"]):
         problems.append(f"an impossible config without its message: {impossible!r}; alerts: {page['alerts']}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 
 import numpy as np
@@ -11,7 +12,7 @@ import torch
 
 import encoder
 from encoder.analysis import embeddings
-from encoder.viz import purpose
+from encoder.viz import labels, purpose
 
 SMALL = encoder.EncoderConfig(d_model=32, num_heads=4, d_ff=64, num_layers=3)
 HOSTILE = ["<b>bold</b>", "<script>alert(1)</script>", "a & b"]
@@ -108,11 +109,17 @@ def test_trajectories_have_one_point_per_depth_for_every_token(small):
     others, *paths = s["data"]
     assert [p["name"] for p in paths] == ["it (8)", "cat (2)"]
     assert [p["line"]["color"] for p in paths] == [purpose.highlight_colour(0), purpose.highlight_colour(1)]
+    notes = {(a["text"], round(a["x"], 5), round(a["y"], 5)) for a in s["layout"]["annotations"]}
     for p, pos in zip(paths, highlight, strict=True):
         assert len(p["x"]) == depth
         np.testing.assert_allclose(p["x"], points[:, pos, 0].double().numpy(), atol=1e-6)
         np.testing.assert_allclose(p["y"], points[:, pos, 1].double().numpy(), atol=1e-6)
-        assert p["text"][0] == "emb" and p["text"][-1] == f"{trace.tokens[pos]} (L{depth - 2})"
+        end = (f"{trace.tokens[pos]} (L{depth - 2})", round(float(points[-1, pos, 0]), 5), round(float(points[-1, pos, 1]), 5))
+        assert end in notes, notes  # each highlighted path's last point names it (its first, "emb", where room is)
+    for axis, k in (("xaxis", 0), ("yaxis", 1)):  # the axes span the points, not the plot's shape
+        lo, hi = float(points[..., k].min()), float(points[..., k].max())
+        r = s["layout"][axis]["range"]
+        assert r[0] <= lo and r[1] >= hi and (r[1] - r[0]) <= 1.2 * (hi - lo), (axis, r, lo, hi)
     # the grey paths: depth points and one gap for each of the other tokens
     assert len(others["x"]) == (trace.seq_len - len(highlight)) * (depth + 1)
     assert sum(x is None for x in others["x"]) == trace.seq_len - len(highlight)
@@ -125,6 +132,23 @@ def test_trajectory_labels_are_escaped_and_every_token_can_be_highlighted():
     fig = purpose.trajectories(points, tokens, range(len(tokens)))
     no_markup(fig)
     assert len(spec(fig)["data"]) == len(tokens)  # no grey trace when nothing is left grey
+
+
+def test_placed_labels_never_overlap_at_any_scale_and_stay_in_the_plot():
+    rng = np.random.default_rng(0)
+    pts = rng.normal(size=(40, 2)) * [6, 4]
+    wanted = [labels.Label(float(x), float(y), text=f"token {i} (L5)" if i < 5 else "emb", size=16, marker=6)
+              for i, (x, y) in enumerate(pts)]
+    xr, yr = (pts[:, 0].min() - 1, pts[:, 0].max() + 1), (pts[:, 1].min() - 1, pts[:, 1].max() + 1)
+    placed = labels.place(wanted, xr, yr, (20.0, 40.0))
+    assert [p.index for p in placed][:5] == [0, 1, 2, 3, 4] and len(placed) < len(wanted)  # first come, first placed
+    origin = (xr[0], yr[1])
+    for scale in (20.0, 27.5, 33.0, 40.0):  # the two ends the placement checked, and scales in between
+        boxes = [labels.box(wanted[p.index], p.side, origin, scale) for p in placed]
+        for a, b in itertools.combinations(boxes, 2):
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (scale, a, b)
+        assert all(b[0] >= 0 and b[1] >= 0 and b[2] <= (xr[1] - xr[0]) * scale and b[3] <= (yr[1] - yr[0]) * scale
+                   for b in boxes)
 
 
 def test_trajectories_reject_points_that_do_not_match_the_tokens():

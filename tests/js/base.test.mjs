@@ -188,11 +188,12 @@ test("mount: one view per parent, each payload given to it; only the latest call
   assert.deepEqual(made[1].got, []);
 });
 
-test("kept: all positions, or all but [CLS] and [SEP], never none", () => {
-  const tokens = ["[CLS]", "the", "cat", "[SEP]"];
-  assert.deepEqual(base.kept(tokens, false), [0, 1, 2, 3]);
-  assert.deepEqual(base.kept(tokens, true), [1, 2]);
-  assert.deepEqual(base.kept(["[CLS]", "[SEP]"], true), [0, 1]);
+test("kept: all positions, or all but the special ones (whatever the model calls them), never none", () => {
+  assert.deepEqual(base.kept(4, [0, 3], false), [0, 1, 2, 3]);
+  assert.deepEqual(base.kept(4, [0, 3], true), [1, 2]);
+  assert.deepEqual(base.kept(5, [0, 2, 4], true), [1, 3], "a [SEP] typed in the sentence is special too");
+  assert.deepEqual(base.kept(2, [0, 1], true), [0, 1]);
+  assert.deepEqual(base.kept(3, [], true), [0, 1, 2], "a model without special tokens");
 });
 
 test("cut: the kept rows and columns, rows renormalised to sum to 1 (an empty row stays 0)", () => {

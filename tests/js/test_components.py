@@ -109,3 +109,51 @@ def test_any_non_negative_map_ships_as_the_browser_reads_it(tmp_path, T):
     for bad in (flat - 1, flat.masked_fill(flat > 39, float("nan"))):
         with pytest.raises(ValueError, match="non-negative"):
             payload.build(trace, sel, name="n", stack=bad)
+
+
+@pytest.mark.parametrize("T", [9, 140])
+def test_the_attention_maps_payload_reads_back_in_the_browsers_code(tmp_path, T):
+    """ui/heatmap.py's payload (a custom model's trace, raw attention and value-weighted beside it) read by the
+    registered ui/heatmap.js: every stack's layers within half a step of the maps, the exact part's four decimals
+    digit for digit Python's, file names as encoder/viz/export.py writes them."""
+    from types import SimpleNamespace
+
+    from encoder import EncoderConfig
+    from encoder.viz import export
+    from ui import get_trace, heatmap
+
+    cfg = EncoderConfig(d_model=32, num_heads=2, d_ff=64, num_layers=2)
+    key = (cfg.to_json(), "cpu", " ".join(["alpha beta gamma"] * 60)[: 6 * (T - 2)], False)
+    trace = get_trace(*key)
+    words = key[2].split()
+    while trace.seq_len != T:  # trim or pad the sentence to exactly T tokens
+        words = words[:-1] if trace.seq_len > T else [*words, "x"]
+        key = (*key[:2], " ".join(words), False)
+        trace = get_trace(*key)
+    fr = SimpleNamespace(trace_key=key, trace_id="abc123", present=False)
+    sel = dict(layer=1, head=1, avg=False, query=0, view="head", hide_special=True, beside=True, scale="fixed",
+               measure="value")
+    data = heatmap.data(fr, trace, sel, "custom", None)
+    (tmp_path / "map.mjs").write_text(components.joined("heatmap", "js"), encoding="utf-8")
+    (tmp_path / "map.bin").write_bytes(data)
+    done = subprocess.run([node(), str(HERE / "decode_map.mjs"), str(tmp_path / "map.mjs"), str(tmp_path / "map.bin")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout)
+    assert got["header"]["tokens"] == trace.tokens and got["header"]["specials"] == list(trace.special_positions)
+    for name in ("value", "raw"):
+        maps, top = heatmap.stack(fr, name, None)
+        shown = got["stacks"][name]
+        assert shown["id"] == f"abc123:{name}" and shown["held"] == "0,1"
+        levels = payload.LEVELS if T <= payload.FULL_UP_TO else payload.LEVELS_8
+        for layer, values in shown["values"].items():
+            err = np.abs(np.array(values).reshape(maps.shape[1:]) - maps[int(layer)].double().numpy()).max()
+            assert err <= 0.5 * top[int(layer)] / levels + 1e-7, (name, layer, err)
+    keep = heatmap.kept(trace, True)
+    exact = heatmap.plane(heatmap.stack(fr, "value", None)[0], sel, keep, True).numpy()
+    assert got["exact"]["key"] == heatmap.exact_key(sel) == "value|-|1|1|1" and got["exact"]["K"] == len(keep)
+    assert got["exact"]["text"] == [f"{float(v):.4f}" for v in exact.ravel()]
+    names = got["header"]["names"]
+    assert names == {"model": "custom", "words": export.sentence_words(trace)}
+    assert export.export_name(trace, "value", "L1", "H1", model="custom") == "_".join(["custom", "value", "L1", "H1",
+                                                                                       names["words"]])[:140]
