@@ -97,13 +97,13 @@ def show_attributions(fr: ui.Frame, trace: Trace, found: list[tuple[Trace, Attri
                       method: str, knocks: purpose.Knocks) -> None:
     """The tokens coloured by score, a bar per token, what the method is, and the scores as CSV."""
     first = found[0][1]
-    what = "similarity" if target.kind == "similarity" else f"token {target.token}'s direction"
+    what = "the similarity" if target.kind == "similarity" else f"token {target.token}'s own direction"
     value = (f"cosine {first.value:.3f}" if target.kind == "similarity"
              else f"projection {first.value:.3f}")
     label = METHODS[method].label
     name = export.export_name(trace, "why-similar", method, purpose.format_ablate(knocks) or "intact")
     strip = fig.token_strip([(f"{n}", run.tokens, a.scores) for n, (run, a) in enumerate(found, 1)],
-                            f"{label} toward the {what}", subtitle=value, presentation=fr.present)
+                            f"{label} toward {what}", subtitle=value, presentation=fr.present)
     st.plotly_chart(strip, config=export.png_config(name + "_tokens"))
     ui.caption(f"Each cell is a token of sentence 1{' (then sentence 2)' if len(found) > 1 else ''}, in reading "
                f"order. {SIGN} {METHODS[method].describe}")

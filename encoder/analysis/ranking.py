@@ -40,6 +40,7 @@ class Ranking:
     """The deletion test over a set of cases."""
 
     table: pd.DataFrame  # one row per ranking: key, measure, mean/std/min/max of the deletion AOPC, n, beats_random
+    # ("k of n": the cases where its deletion AOPC passed the random order's; "—" for the random order itself)
     cases: pd.DataFrame  # one row per (case, ranking): its AOPCs and areas
     skipped: dict[str, str]  # ranking key -> why it was left out (its own sentence), for the first case that refused
     seconds: float  # how long the whole set took
@@ -93,7 +94,7 @@ def summarise(per_case: pd.DataFrame) -> pd.DataFrame:
         out.append(dict(key=key, measure=group["measure"].iloc[0], mean_aopc=float(aopc.mean()),
                         std_aopc=float(aopc.std(ddof=1)) if len(aopc) > 1 else 0.0, min_aopc=float(aopc.min()),
                         max_aopc=float(aopc.max()), mean_aopc_insertion=float(group["aopc_insertion"].mean()),
-                        n=len(group), beats_random=beats if key != "random" else None))
+                        n=len(group), beats_random=f"{beats} of {len(group)}" if key != "random" else "—"))
     table = pd.DataFrame(out)
     return table.sort_values("mean_aopc", ascending=False, kind="stable").reset_index(drop=True)
 
