@@ -54,7 +54,7 @@ def token_strip(sentences: Sequence[tuple[str, Sequence[str], Tensor | np.ndarra
         _check(tokens, scores)
     longest = max(len(tokens) for _, tokens, _ in rows_of)
     texts = longest <= TEXT_UP_TO
-    per_line = (8 if presentation else 12) if texts else 32
+    per_line = 8 if texts else 32  # cells wide enough for a 9-character token at 1024 px with the sidebar open
     z, text, hover, ticks = [], [], [], []
     for s, (name, tokens, scores) in enumerate(rows_of):
         if s:  # a blank line between sentences
@@ -74,7 +74,7 @@ def token_strip(sentences: Sequence[tuple[str, Sequence[str], Tensor | np.ndarra
                 xgap=3, ygap=3, hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
                 colorbar=dict(title=dict(text="score", side="right"), thickness=16, len=1))
     if texts:
-        cell |= dict(text=text, texttemplate="%{text}", textfont=dict(size=size - 2 if presentation else size - 2))
+        cell |= dict(text=text, texttemplate="%{text}", textfont=dict(size=size - 2))
     row_px = (40 if presentation else 34) if texts else 14
     layout = style.layout(title, presentation, subtitle, height=(100 if subtitle else 70) + 30 + row_px * len(z))
     layout["xaxis"] = dict(visible=False, range=[-0.5, per_line - 0.5], fixedrange=True)
