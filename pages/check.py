@@ -1,4 +1,4 @@
-"""Quiz: eight questions on the encoder, each linked to the view that shows the answer on the live model."""
+"""Quiz: nine questions on the encoder, each linked to the view that shows the answer on the live model."""
 
 import streamlit as st
 
@@ -20,6 +20,12 @@ def answer(qid: str) -> None:
     save(answers() | {qid: st.session_state.get(f"w:quiz_{qid}")})
 
 
+def apply(qid: str) -> None:
+    """A link's settings into the store (a button's callback), so the page it opens shows the answer."""
+    for key, value in quiz.question(qid).settings:
+        state.put(key, value)
+
+
 def page() -> None:
     """The score, every question with its feedback once answered, and a link to the page that shows the answer."""
     given = answers()
@@ -34,7 +40,11 @@ def page() -> None:
                 correct, feedback = quiz.check(q.id, choice)
                 (st.success if correct else st.error)(feedback)
                 shows = pages.page(q.page)
-                st.page_link(shows.file, label=f"See it on {shows.title}: {q.demo}", icon=":material/visibility:")
+                label = f"See it on {shows.title}: {q.demo}"
+                if not q.settings:
+                    st.page_link(shows.file, label=label, icon=":material/visibility:")
+                elif st.button(label, key=f"see_{q.id}", icon=":material/visibility:", on_click=apply, args=(q.id,)):
+                    st.switch_page(shows.file)  # the settings are in the store: the page opens on them
     if answered:
         st.button("Start again", icon=":material/restart_alt:", on_click=state.put, args=("quiz", ""))
 

@@ -4,19 +4,44 @@ import numpy as np
 import streamlit as st
 
 import ui
+from encoder.analysis.measures import MEASURES
 from encoder.viz import export
 from encoder.viz import heads as inside
 from encoder.viz.text import printable
-from ui import headview, pages
+from ui import headview, measure_lines, pages
+
+
+def measure_control(fr: ui.Frame, trace) -> str:
+    """The Measure choice for the lines, and the measure computed (a progress bar while it runs); returns its one true
+    sentence, or says why a measure that refuses this model or sentence is not drawn (the lines stay raw attention)."""
+    # On a projector the label goes (the options name themselves) and the sentence moves below the view, so the head
+    # view stays whole on screen.
+    left, right = st.columns([1, 2] if fr.present else [1, 3], vertical_alignment="center")
+    key = ui.widget("measure", left, label_visibility="collapsed" if fr.present else "visible")
+    problem = measure_lines.prepare(fr, trace)
+    if problem:
+        st.warning(f"{ui.literal(problem)} The lines below are the raw attention weights.", icon=":material/info:")
+        return ""
+    m = MEASURES[key]
+    said = m.describe + ("" if m.per_head else " It has no per-head form, so its lines are the whole layer's.")
+    if not fr.present:
+        right.caption(said)
+        return ""
+    return said
 
 
 @ui.fragment
 def inside_a_head() -> None:
-    """A pick in the head view reruns only this part; the model is not run again."""
+    """A pick in the head view or a new Measure reruns only this part; the model is not run again."""
     fr, trace = ui.need_trace()
+    said = measure_control(fr, trace)
     sel = headview.show(fr, trace)
-    ui.caption("Left: each token as a query; right: the keys it reads from. A line's opacity is the attention weight. "
-               "Hover a token to see only its lines, click it to pin them (a pinned query is walked through below). "
+    if said:  # said on a projector too: what the lines leave out is the point of choosing them
+        st.caption(said)
+    raw = measure_lines.current(fr, trace).stack is None
+    ui.caption(("Left: each token as a query; right: the keys it reads from. A line's opacity is the attention weight. "
+                if raw else "Left: each position; right: the tokens it takes from, by the measure above. ")
+               + "Hover a token to see only its lines, click it to pin them (a pinned query is walked through below). "
                "Layer, head, several heads in colour or the head average: all switch in the browser, "
                + ("without waiting." if headview.ships_all(fr, trace) else
                   "but this input is too long for all layers at once: a layer not yet there takes a moment."))

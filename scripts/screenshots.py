@@ -3,6 +3,7 @@
     .venv-test/bin/python -m scripts.screenshots                 # pretrained model, every page, four sizes
     .venv-test/bin/python -m scripts.screenshots --model custom  # a small custom Pre-LN GELU model instead
     .venv-test/bin/python -m scripts.screenshots --pages heatmaps side-by-side --sizes 1280x720p
+    .venv-test/bin/python -m scripts.screenshots --pages inside-a-head --set measure=value  # more URL settings
 
 Sizes: 1024x768 and 1280x720 in presentation mode (what a classroom projector shows: one viewport, the sidebar
 folded away), 1440x900 and 420x900 without it (full page). A size ending in "p" turns presentation mode on.
@@ -50,7 +51,8 @@ def parse_size(size: str) -> tuple[int, int, bool]:
     return int(w), int(h), present
 
 
-def shoot(browser, url: str, path: str, size: str, params: dict[str, str], timeout_ms: int = 240_000) -> Path:
+def shoot(browser, url: str, path: str, size: str, params: dict[str, str], timeout_ms: int = 240_000,
+          tag: str = "") -> Path:
     width, height, present = parse_size(size)
     query = params | ({"present": "true"} if present else {})
     context = browser.new_context(viewport={"width": width, "height": height})
@@ -59,7 +61,7 @@ def shoot(browser, url: str, path: str, size: str, params: dict[str, str], timeo
         page.goto(f"{url}/{path}?{urllib.parse.urlencode(query)}")
         page.evaluate("window.__settledSince = undefined")
         page.wait_for_function(SETTLED_JS, arg=[READY, 800], timeout=timeout_ms, polling=200)
-        name = f"{path or DEFAULT_PATH}_{width}x{height}{'_present' if present else ''}.png"
+        name = f"{path or DEFAULT_PATH}{tag}_{width}x{height}{'_present' if present else ''}.png"
         target = OUT / name
         if present:  # what the projector shows: before scrolling, and with the main figure scrolled to the top
             page.screenshot(path=str(target.with_name(target.stem + "_top.png")))
@@ -84,8 +86,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pages", nargs="*", help="URL paths (default: every page of ui/pages.py)")
     parser.add_argument("--sizes", nargs="*", default=list(SIZES))
     parser.add_argument("--text", help="the sentence (default: the app's)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="more URL settings, e.g. measure=value; they are added to the file names")
     args = parser.parse_args(argv)
-    params = dict(MODELS[args.model]) | ({"text": args.text} if args.text else {})
+    extra = dict(item.split("=", 1) for item in args.set)
+    params = dict(MODELS[args.model]) | ({"text": args.text} if args.text else {}) | extra
+    tag = "".join(f"_{k}-{v}" for k, v in extra.items())
     paths = ([entry.url.lstrip("/") for entry in pages.PAGES] if not args.pages
              else ["" if p in ("", "/", DEFAULT_PATH) else p for p in args.pages])
     OUT.mkdir(parents=True, exist_ok=True)
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         for size in args.sizes:
             for path in paths:
                 start = time.monotonic()
-                target = shoot(browser, url, path, size, params)
+                target = shoot(browser, url, path, size, params, tag=tag)
                 print(f"{target.relative_to(ROOT)}  ({time.monotonic() - start:.1f} s)", flush=True)
         browser.close()
 

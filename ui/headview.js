@@ -12,6 +12,10 @@ const MIN_W_LONG = 0.05; // past 128 tokens: thousands of faint lines are a grey
 const BUCKETS = 32; // overview lines are stroked in 32 opacity groups: one canvas stroke each, not one per line
 const KEEP_BYTES = 64e6; // layers fetched one by one (inputs too long to ship whole) stay cached up to this
 const FIT_ROW_PX = [20, 33]; // presentation mode: token rows between these heights, so the view fits the screen
+// What the lines are (header.sel.lines, ui/measure_lines.py): raw attention unless the app says otherwise.
+export const RAW_LINES = { key: "raw", label: "Raw attention", perHead: true, left: "query (from)", right: "key (to)",
+  note: "", sums: true };
+export const NO_HEADS = "This measure has no per-head form (it measures the layer as a whole), so the head picker is off.";
 
 // ------------------------------------------------------------------------------------------------ layout
 // Token rows by length: tighter for long inputs, so 512 tokens stay a scrollable page, not a wall.
@@ -41,17 +45,22 @@ export const shortLabel = (t) => (t.length > 24 ? `${t.slice(0, 23)}…` : t);
 export const shownHeads = (mode, head, heads) => (mode === "avg" ? [] : mode === "one" ? [head]
   : [...heads].sort((a, b) => a - b));
 
-export function headsText(mode, head, heads, average) {
+export function headsText(mode, head, heads, average, perHead = true) {
+  if (!perHead) return "the whole layer";
   return mode === "avg" ? average : mode === "one" ? `head ${head}` : `heads ${shownHeads(mode, head, heads).join(", ")}`;
 }
 
-// The lines to draw: one series per head shown (or the head average), each {head, colour, plane}; none while the
-// layer is not here.
-export function series(layers, layer, mode, head, heads) {
+// The lines to draw: one series per head shown (or the head average), each {head, colour, plane}; a measure without
+// heads (perHead false) is one series, the layer's; none while the layer is not here. A plane's values are fractions
+// of the layer's largest value (header.top; 1 for attention), which is the line's opacity.
+export function series(layers, layer, mode, head, heads, perHead = true) {
   if (!layers.has(layer)) return [];
-  if (mode === "avg") return [{ head: "avg", colour: AVG_COLOUR, plane: layers.mean(layer) }];
+  const top = layers.tops[layer];
+  const fraction = (p) => ({ ...p, scale: p.scale / top });
+  if (!perHead) return [{ head: "layer", colour: AVG_COLOUR, plane: fraction(layers.plane(layer, 0)) }];
+  if (mode === "avg") return [{ head: "avg", colour: AVG_COLOUR, plane: fraction(layers.mean(layer)) }];
   return shownHeads(mode, head, heads).map((h) => ({ head: h, colour: COLOURS[h % COLOURS.length],
-    plane: layers.plane(layer, h) }));
+    plane: fraction(layers.plane(layer, h)) }));
 }
 
 // Every line of a plane of at least minW, as fn(q, k, weight); with a focus {side, i}, that token's lines only (a
@@ -95,7 +104,7 @@ class HeadView extends View {
   constructor(parent) {
     super(parent, "hv", () => this.layers.has(this.layer));
     this.root.tabIndex = -1;
-    Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], labelled: [] });
+    Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], labelled: [], lines: RAW_LINES });
     this.build();
     this.wire();
   }
@@ -128,10 +137,13 @@ class HeadView extends View {
     const h = payload.header;
     const fresh = this.layers.take(payload);
     if (fresh) {
-      Object.assign(this, { T: h.T, H: h.H, L: h.L, tokens: h.tokens, name: h.name, focus: null, pinned: false });
+      this.lines = h.sel.lines || RAW_LINES;
+      Object.assign(this, { T: h.T, H: h.H, L: h.L, NH: this.lines.heads || h.H, tokens: h.tokens, name: h.name,
+        focus: null, pinned: false });
       this.coarse = payload.levels === 255; // 8-bit weights: within half a step of 1/255
       this.root.classList.toggle("present", !!h.present);
-      Object.assign(this.root.dataset, { t: String(h.T), shipped: h.layers.length === h.L ? "all" : "some" });
+      Object.assign(this.root.dataset, { t: String(h.T), shipped: h.layers.length === h.L ? "all" : "some",
+        measure: this.lines.key });
       this.root.style.setProperty("--row", rowHeight(h.T));
       this.buildTokens();
       this.buildPickers();
@@ -156,12 +168,13 @@ class HeadView extends View {
     }
     if ("layer" in sel) this.layer = Math.min(sel.layer, this.L - 1);
     if ("head" in sel) {
-      this.head = Math.min(sel.head, this.H - 1);
+      this.head = Math.min(sel.head, this.NH - 1);
       if (this.mode === "several") this.heads.add(this.head);
       else this.heads = new Set([this.head]);
     }
     if (!first && "avg" in sel) this.mode = sel.avg ? "avg" : this.mode === "avg" ? "one" : this.mode;
-    if (!first && "query" in sel && sel.query < this.T) {
+    // A one-token measure (flow) was computed for the pinned query: pin it again when its lines arrive.
+    if ((!first || this.lines.note) && "query" in sel && sel.query < this.T) {
       this.focus = { side: "q", i: sel.query };
       this.pinned = true;
     }
@@ -181,26 +194,29 @@ class HeadView extends View {
     });
     this.leftToks = make("q");
     this.rightToks = make("k");
-    this.left.replaceChildren(el("div", "hv-head", "query (from)"), ...this.leftToks);
-    this.right.replaceChildren(el("div", "hv-head", "key (to)"), ...this.rightToks);
+    this.left.replaceChildren(el("div", "hv-head", this.lines.left), ...this.leftToks);
+    this.right.replaceChildren(el("div", "hv-head", this.lines.right), ...this.rightToks);
     this.marked = [];
     this.labelled = [];
   }
 
   buildPickers() {
     this.layerBox.replaceChildren(...picker("Layer", this.L, "layer"));
-    this.headBox.replaceChildren(...picker("Head", this.H, "head", (b, h) => {
+    this.headBox.replaceChildren(...picker("Head", this.NH, "head", (b, h) => {
       b.classList.add("hv-chip");
       b.style.setProperty("--c", COLOURS[h % COLOURS.length]);
     }));
   }
 
   refreshPickers() {
-    const shown = new Set(shownHeads(this.mode, this.head, this.heads));
+    const perHead = this.lines.perHead;
+    const shown = new Set(perHead ? shownHeads(this.mode, this.head, this.heads) : []);
     markOn(this.layerBox, "layer", (l) => l === this.layer);
     markOn(this.headBox, "head", (h) => shown.has(h));
-    markOn(this.modeBox, "mode", (m) => m === this.mode);
-    for (const b of this.headBox.querySelectorAll("button")) b.disabled = this.mode === "avg";
+    markOn(this.modeBox, "mode", (m) => perHead && m === this.mode);
+    for (const b of this.headBox.querySelectorAll("button")) b.disabled = this.mode === "avg" || !perHead;
+    for (const b of this.modeBox.querySelectorAll("button")) b.disabled = !perHead;
+    this.headBox.title = perHead ? "" : NO_HEADS;
     Object.assign(this.root.dataset, { layer: String(this.layer), mode: this.mode, heads: [...shown].join(","),
       focus: this.focus ? `${this.focus.side}${this.focus.i}` : "", pinned: this.pinned ? "1" : "",
       held: this.layers.list() });
@@ -262,7 +278,7 @@ class HeadView extends View {
     for (const box of this.labelled) box.replaceChildren();
     this.marked = [];
     this.labelled = [];
-    const all = series(this.layers, this.layer, this.mode, this.head, this.heads);
+    const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
     if (this.focus) this.drawFocus(all);
     else {
       const minW = this.T > 128 ? MIN_W_LONG : MIN_W;
@@ -282,12 +298,13 @@ class HeadView extends View {
     const frag = document.createDocumentFragment();
     const width = String(this.lineWidth() + 1);
     const labels = Array.from({ length: this.T }, () => []);
+    const unit = this.layers.tops[this.layer]; // a line's opacity is its value as a fraction of this
     for (const s of all) {
       eachLine(s.plane, this.T, this.focus, 0, (q, k, w) => {
         frag.append(svgEl("line", { x1: 0, y1: this.y(q), x2: this.width, y2: this.y(k), stroke: s.colour,
           "stroke-opacity": w.toFixed(4), "stroke-width": width, class: "hv-line", "data-q": q, "data-k": k,
-          "data-head": s.head, "data-weight": w.toFixed(6) }));
-        labels[side === "q" ? k : q].push([w, s.colour]);
+          "data-head": s.head, "data-weight": (w * unit).toFixed(6) }));
+        labels[side === "q" ? k : q].push([w * unit, s.colour]);
       });
     }
     this.svg.append(frag);
@@ -305,24 +322,39 @@ class HeadView extends View {
       const j = this.hover;
       const [q, k] = side === "q" ? [i, j] : [j, i];
       const half = this.layers.halfStep(this.layer);
-      const who = (n) => (all[n].head === "avg" ? "average" : `head ${all[n].head}`);
+      const who = (n) => (all[n].head === "avg" ? "average" : all[n].head === "layer" ? this.lines.label
+        : `head ${all[n].head}`);
       const parts = labels[j].map(([w], n) => `${who(n)} ${weightText(w, half)}`);
       this.say(pairText(this.tokens, q, k, parts.join(", ")));
     } else {
       const who = `“${this.tokens[i]}” (${i})`;
+      if (this.lines.key !== "raw") {
+        this.say(side === "q" ? `${who} takes from each token the share beside it (${this.lines.label})${pinnedNote}.`
+          + this.precision() : `Every position's value on ${who} (${this.lines.label})${pinnedNote}.${this.precision()}`);
+        return;
+      }
       this.say(side === "q" ? `${who} attends to each key with the weight beside it${pinnedNote}.${this.precision()}`
         : `Every query's weight on ${who}${pinnedNote}.${this.precision()}`);
     }
   }
 
   precision() {
-    return this.coarse ? " Weights here are 8-bit: each within ± 0.002 of the model's." : "";
+    if (!this.coarse) return "";
+    if (this.lines.key === "raw") return " Weights here are 8-bit: each within ± 0.002 of the model's.";
+    return ` Values here are 8-bit: each within ± ${+this.layers.halfStep(this.layer).toPrecision(1)} of the measure's.`;
   }
 
   describe() {
-    const what = headsText(this.mode, this.head, this.heads, `average of ${this.H} heads`);
-    return `Layer ${this.layer}, ${what}. Line opacity is the attention weight. Hover or click a token to isolate its `
-      + `lines.${this.precision()}`;
+    const l = this.lines;
+    const what = headsText(this.mode, this.head, this.heads, `average of ${this.NH} heads`, l.perHead);
+    if (l.key === "raw") {
+      return `Layer ${this.layer}, ${what}. Line opacity is the attention weight. Hover or click a token to isolate `
+        + `its lines.${this.precision()}`;
+    }
+    const top = this.layers.tops[this.layer];
+    const scale = l.sums ? ", rows sum to 1" : ` (opacity: ÷ ${top.toFixed(2)}, the layer's largest)`;
+    return `Layer ${this.layer}, ${what}: ${l.label}${scale}${l.note ? `, ${l.note}` : ""}.`
+      + this.precision(); // a measure without heads says so in the head picker's title and in the page's caption
   }
 
   say(text) {
@@ -333,8 +365,10 @@ class HeadView extends View {
   slide(labelWidth) {
     const tokens = this.tokens.map(shortLabel);
     const frame = slideFrame(this.rowH, this.width, this.T, (font) => labelWidth(tokens, font));
-    const title = `Layer ${this.layer}, ${headsText(this.mode, this.head, this.heads, "average of heads")}`;
-    return { ...frame, tokens, title, all: series(this.layers, this.layer, this.mode, this.head, this.heads) };
+    const l = this.lines;
+    const title = `Layer ${this.layer}, ${headsText(this.mode, this.head, this.heads, "average of heads", l.perHead)}`
+      + (l.key === "raw" ? "" : `: ${l.label}`);
+    return { ...frame, tokens, title, all: series(this.layers, this.layer, this.mode, this.head, this.heads, l.perHead) };
   }
 
   exportPng() {
@@ -448,7 +482,7 @@ class HeadView extends View {
   }
 
   toggleHead(h) {
-    if (this.mode === "avg") return;
+    if (this.mode === "avg" || !this.lines.perHead) return;
     if (this.mode === "one") this.head = h;
     else if (this.heads.has(h) && this.heads.size > 1) this.heads.delete(h);
     else {
@@ -461,7 +495,7 @@ class HeadView extends View {
   }
 
   setMode(mode) {
-    if (mode === this.mode) return;
+    if (mode === this.mode || !this.lines.perHead) return;
     if (mode === "several" && this.mode === "one") this.heads = new Set([this.head]);
     this.mode = mode;
     this.draw();

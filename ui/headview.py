@@ -19,9 +19,8 @@ from typing import Any
 import encoder
 from encoder.viz.export import export_name
 
-from . import fragment, need_trace, payload
+from . import fragment, measure_lines, need_trace, payload
 from .components import register
-from .payload import ships_all
 
 __all__ = ["KEY", "show", "ships_all"]
 
@@ -31,26 +30,39 @@ _mount = register("head_view", "headview")
 
 
 def show(fr: Any, trace: encoder.Trace) -> dict[str, Any]:
-    """Draw the head view for the frame's trace; return the selection it was drawn with.
+    """Draw the head view for the frame's trace, its lines under the store's Measure (ui/measure_lines.py); return
+    the selection it was drawn with.
 
-    When the trace's layers do not all fit in one payload, the view sits in a fragment of its own: asking for a
+    When the lines' layers do not all fit in one payload, the view sits in a fragment of its own: asking for a
     layer reruns only the view, and the choice reaches the rest of the page once the clicking stops.
     """
-    if not ships_all(fr, trace):
+    if not measure_lines.ships_all(fr, trace, measure_lines.current(fr, trace)):
         _one_layer_at_a_time()
     else:
         _draw(fr, trace, fetching=False)
     return payload.selection(trace)
 
 
+def ships_all(fr: Any, trace: encoder.Trace) -> bool:
+    """Whether every layer of the lines the view draws now is in the browser at once."""
+    return measure_lines.ships_all(fr, trace, measure_lines.current(fr, trace))
+
+
 def _draw(fr: Any, trace: encoder.Trace, *, fetching: bool) -> None:
     sel, key = payload.selection(trace), fr.trace_key
-    if trace.seq_len <= payload.FULL_UP_TO:
+    lines = measure_lines.current(fr, trace)
+    if lines.stack is not None:  # a measure: its maps in place of the attention (payload.build(stack=...))
+        kept = dict(stack=lines.stack)
+        if trace.seq_len > payload.FULL_UP_TO:
+            kept["deflated"] = measure_lines.deflated(fr, lines, sel["layer"], fetching)
+    elif trace.seq_len <= payload.FULL_UP_TO:
         kept = dict(weights=payload.uint16_weights(key, trace))
     else:  # where layers are fetched, a fetch waits for its own layer only; neighbours go along if ready
         kept = dict(deflated=functools.partial(payload.layer_at_hand, key, trace, sel["layer"]) if fetching
                     else functools.partial(payload.layer_bytes, key, trace))
-    data = payload.build(trace, sel, name=export_name(trace, "heads"), present=fr.present, trace_id=fr.trace_id, **kept)
+    name = export_name(trace, "heads", *([lines.key] if lines.stack is not None else []))
+    data = payload.build(trace, sel | {"lines": lines.header}, name=name, present=fr.present, trace_id=lines.trace_id,
+                         **kept)
     _mount(key=KEY, data=data, on_pick_change=functools.partial(payload.store_pick, KEY, fetching), width="stretch",
            height="content")
 

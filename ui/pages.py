@@ -60,6 +60,7 @@ PAGES: tuple[PageEntry, ...] = (
     PageEntry("Use", "embeddings", "Sentence embeddings", ":material/scatter_plot:"),
     PageEntry("Use", "trajectories", "Token trajectories", ":material/timeline:"),
     PageEntry("Use", "knockout", "Knock out heads", ":material/block:"),
+    PageEntry("Use", "why-similar", "Why are these similar?", ":material/manage_search:"),
 )
 BY_PATH = {entry.path: entry for entry in PAGES}
 _IN_FRAME = contextvars.ContextVar("in_frame", default=False)  # True while app.py runs the chosen page

@@ -1,11 +1,13 @@
-"""Eight multiple-choice questions on the encoder, with feedback, a score and a link to the page that shows each answer.
+"""Nine multiple-choice questions on the encoder, with feedback, a score and a link to the page that shows each answer.
 
-The topics follow the "Test Your Understanding" list of the seeds (seed 003); the wording is our own.
+The first eight topics follow the "Test Your Understanding" list of the seeds (seed 003); the ninth is issue 19's
+[CLS]/[SEP] gap between raw attention and what flows. The wording is our own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class Question:
     explanation: str
     page: str  # a path of ui/pages.PAGES
     demo: str  # one sentence: what to look at on that page
+    settings: tuple[tuple[str, Any], ...] = ()  # settings the link sets before it opens the page (keys of SETTINGS)
 
 
 QUESTIONS: tuple[Question, ...] = (
@@ -126,6 +129,26 @@ QUESTIONS: tuple[Question, ...] = (
         "left and the right context in one pass.",
         page="heatmaps",
         demo="Pick any token: its attention row has weight on tokens both before and after it.",
+    ),
+    Question(
+        id="special_tokens",
+        prompt="In the pretrained model many words put much of their attention weight on [CLS] and [SEP]. Does as much "
+        "information flow from [CLS] and [SEP] into those words?",
+        options=(
+            "Yes: an attention weight is the share of information a word takes from each token",
+            "No: their value vectors are short, so weighted by what they carry ([CLS]/[SEP] included) their share is "
+            "several times smaller",
+            "No: [CLS] and [SEP] are removed from the input before the attention",
+            "Yes: [CLS] gathers the whole sentence, so every word reads it",
+        ),
+        answer=1,
+        explanation="A weight α_ij only scales token j's value vector f(x_j) = v_j W_O. The values of [CLS] and [SEP] "
+        "are short, so the value-weighted measure ‖α f(x)‖ (Kobayashi et al. 2020) puts several times less on them "
+        "than the raw weights do: much of that attention is a parking place, not a source.",
+        page="inside-a-head",
+        demo="The lines are value-weighted, averaged over the heads of layer 2: switch the Measure back to raw "
+        "attention and watch the lines to [CLS] and [SEP] return.",
+        settings=(("measure", "value"), ("avg", True), ("layer", 2)),
     ),
 )
 

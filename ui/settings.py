@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from encoder import TAPS
+from encoder.analysis.attribution import DEFAULT_STEPS, METHODS
 from encoder.analysis.measures import MEASURES
 from encoder.config import EncoderConfig
 from encoder.devices import DEVICES
@@ -127,6 +128,8 @@ VIEW_LABELS = {"head": "One head", "layer": "All heads of a layer", "model": "Mo
                "rollout": "Rollout"}
 COMPARE_LABELS = {"norm": "Post-LN vs Pre-LN (same weights)", "sentences": "Two sentences (same model)"}
 SCALE_LABELS = {"fixed": "0 to 1", "auto": "Auto", "row": "Per row"}
+TARGET_LABELS = {"similarity": "Similarity", "token": "One token"}
+IG_STEP_OPTIONS = (10, 20, 40, 80)
 
 _base = EncoderConfig()
 SETTINGS: dict[str, Setting] = {
@@ -195,6 +198,15 @@ SETTINGS: dict[str, Setting] = {
         Setting("sentences", "\n".join(MORE_SENTENCES), str, label="More sentences, one per line", widget="text_area",
                 help="Compared with the sentence above; at most 7 more."),
         Setting("ablate", "", str),  # knock-outs, e.g. "3.1,4.attn": layer.head or layer.attn / layer.ffn
+        # Why are these similar? (issues 19 and 27): attributions toward a target, and the faithfulness chart.
+        Setting("target", "similarity", str, tuple(TARGET_LABELS), label="Attribute toward", widget="segmented",
+                names=TARGET_LABELS),
+        Setting("token", 1, int, None, 0, 4095, label="Token", widget="selectbox"),  # the "token" target's position
+        Setting("method", "ig", str, tuple(METHODS), label="Attribution method", widget="selectbox",
+                names={k: m.label for k, m in METHODS.items()}),
+        Setting("ig_steps", DEFAULT_STEPS, int, IG_STEP_OPTIONS, label="Integrated Gradients steps",
+                widget="select_slider", help="Where the token scores miss f(x) − f(baseline) by more than 1 %, the "
+                "steps are doubled until they do not (at most 160)."),
         Setting("follow", "it animal street", str),  # tokens highlighted on Token trajectories, space-separated
     )
 }

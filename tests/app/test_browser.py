@@ -423,6 +423,7 @@ CONTENT = {
     "embeddings": (f"{CHART} svg.main-svg", 2),
     "trajectories": (f"{CHART} svg.main-svg", 1),
     "knockout": (f"{CHART} svg.main-svg", 2),
+    "why-similar": (f"{CHART} svg.main-svg", 4),  # the coloured tokens, a bar chart per sentence, the deletion test
 }
 # Every page of the registry, clicked in the sidebar in its order; the default page last, to leave another one.
 PAGES = [(entry.title, entry.url, *CONTENT[entry.path])

@@ -348,3 +348,102 @@ def test_a_component_that_leaves_the_page_leaves_no_listener_or_observer(page, a
                                  ".shadowRoot.querySelectorAll('.hm, .hv').length") == 1
         assert page.evaluate(HOOKS) == hooks, title
     assert_clean(page, app)
+
+
+# ------------------------------------------------------------------------------------- the Measure (issues 19, 27)
+def test_a_measure_ships_through_the_payload_within_half_a_step(model):
+    from encoder.analysis.measures import MEASURES
+    from ui import measure_lines
+
+    trace = run(model, SENTENCE)
+    maps = MEASURES["value_raw"].compute(model, trace).heads  # lengths: every layer's largest passes 1
+    header, body = decoded(payload.build(trace, dict(layer=3, head=1, avg=False, query=0), name="n", stack=maps))
+    top = np.asarray(header["top"])
+    assert (top > 1).all() and np.allclose(top, maps.flatten(1).amax(1).numpy())
+    w = np.frombuffer(body, dtype="<u2").reshape(maps.shape) / payload.LEVELS * top[:, None, None, None]
+    assert np.abs(w - maps.numpy()).max() <= 0.5 * top.max() / payload.LEVELS + 1e-6
+    # Past 128 tokens: 8-bit layers deflated one by one, cached per measure, as many as fit under 3 MB.
+    long = run(model, " ".join([SENTENCE] * 40))  # 512 tokens whose value lengths deflate to ~3.5 MB
+    stack = MEASURES["value_raw"].compute(model, long).heads
+    fr = type("F", (), dict(trace_key=("test", "cpu", "long", False)))()
+    lines = measure_lines.Lines("value_raw", stack, None, "id", {})
+    data = payload.build(long, dict(layer=2, head=0, avg=False, query=0), name="n", stack=stack,
+                         deflated=measure_lines.deflated(fr, lines, 2, False))
+    header, body = decoded(data)
+    assert len(data) <= 3_000_000 and header["layers"][0] == 2 and len(header["layers"]) < 6
+    assert not measure_lines.ships_all(fr, long, lines)  # the view fetches the others one by one
+    w = np.frombuffer(zlib.decompress(body[:header["zipped"][0]]), dtype="u1").reshape(12, 512, 512)
+    assert np.abs(w / 255 * header["top"][2] - stack[2].numpy()).max() <= 0.5 * header["top"][2] / 255 + 1e-5
+
+
+HEAD_BUTTONS_JS = f"""() => [...({HV})().querySelectorAll('button[data-head], button[data-mode]')]
+  .map(b => [b.dataset.head ?? b.dataset.mode, b.disabled])"""
+
+
+def test_value_weighted_lines_switch_heads_in_the_browser(page, app, model):
+    from encoder.analysis.measures import MEASURES
+
+    trace = run(model, SENTENCE)
+    value = MEASURES["value"].compute(model, trace).heads
+    it = trace.tokens.index("it")
+    s = open_view(page, app, {"measure": "value"})
+    assert s["measure"] == "value" and "Value-weighted, rows sum to 1" in s["status"]
+    token(page, "left", it).hover()
+    s = wait_state(page, lambda s: s["focus"] == f"q{it}" and s["lines"])
+    check_lines(s["lines"], value[3, 1:2, it], it, ["1"])
+    page.evaluate(COUNT_RUNS)
+    page.locator('.hv button[data-head="7"]').click()
+    token(page, "left", it).hover()
+    s = wait_state(page, lambda s: s["heads"] == "7" and s["focus"] == f"q{it}" and s["lines"])
+    check_lines(s["lines"], value[3, 7:8, it], it, ["7"])
+    assert page.evaluate("() => window.__runs") == 0  # drawn from what the browser holds
+    # raw attention puts far more on [CLS]/[SEP] than what flows: the lines say so on screen
+    raw_special = float(trace.attention[3, 7, it, [0, -1]].sum())
+    drawn_special = sum(w for _, k, _, w in s["lines"] if k in (0, trace.seq_len - 1))
+    assert drawn_special < raw_special
+    assert_clean(page, app)
+
+
+def test_a_layer_measure_turns_the_head_picker_off_and_survives_a_reload(page, app, model):
+    from encoder.analysis.measures import MEASURES
+
+    trace = run(model, SENTENCE)
+    block = MEASURES["block"].compute(model, trace).layers
+    it = trace.tokens.index("it")
+    s = open_view(page, app, {"measure": "block", "layer": "2"})
+    assert s["measure"] == "block" and s["heads"] == "" and "the whole layer" in s["status"]
+    assert all(disabled for _, disabled in page.evaluate(HEAD_BUTTONS_JS))
+    assert page.get_by_text("It has no per-head form, so its lines are the whole layer's.").count() == 1
+    token(page, "left", it).click()  # pinned: its lines and the app's query
+    s = wait_state(page, lambda s: s["pinned"] and s["lines"])
+    check_lines(s["lines"], block[2:3, it], it, ["layer"])
+    page.wait_for_function("() => location.search.includes('query=')", timeout=CHANGE_MS)
+    settle(page)
+    assert query(page)["measure"] == ["block"] and "head" not in query(page)  # head 1, the default, kept: not 0
+    page.reload()
+    settle(page)
+    s = wait_state(page, lambda s: s["measure"] == "block")
+    assert s["layer"] == "2" and all(d for _, d in page.evaluate(HEAD_BUTTONS_JS))
+    assert_clean(page, app)
+
+
+def test_attention_flow_follows_the_pinned_query(page, app, model):
+    from encoder.analysis.measures import MEASURES
+
+    trace = run(model, SENTENCE)
+    it, animal = trace.tokens.index("it"), trace.tokens.index("animal")
+    s = open_view(page, app, {"measure": "flow", "query": str(it)})
+    s = wait_state(page, lambda s: s["pinned"] and s["focus"] == f"q{it}" and s["lines"])  # pinned on arrival
+    check_lines(s["lines"], MEASURES["flow"].compute(model, trace, token=it).layers[3, it:it + 1], it, ["layer"])
+    token(page, "left", it).click()  # release it: away from the tokens the view says what its lines are
+    page.mouse.move(1, 1)
+    s = wait_state(page, lambda s: not s["pinned"] and not s["focus"])
+    assert f"Attention flow, rows sum to 1, computed for position {it} only" in s["status"], s["status"]
+    # pin another query: its flow is computed and drawn
+    token(page, "left", animal).click()
+    page.wait_for_function(f"() => location.search.includes('query={animal}')", timeout=CHANGE_MS)
+    settle(page)
+    s = wait_state(page, lambda s: s["focus"] == f"q{animal}" and s["lines"] and s["lines"][0][0] == animal)
+    want = MEASURES["flow"].compute(model, trace, token=animal).layers[3, animal:animal + 1]
+    check_lines(s["lines"], want, animal, ["layer"])
+    assert_clean(page, app)

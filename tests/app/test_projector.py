@@ -273,3 +273,54 @@ def test_the_attention_maps_grid_and_model_view_fit_the_projector(projector, app
     assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] and box["right"] <= box["vw"], box
     assert min(box["fonts"]) >= MIN_PRESENT_FONT, box["fonts"]
     assert_clean(page, app, since)
+
+
+# ------------------------------------------------------------------- the measures' figures (issues 19 and 27)
+# Every chart of a page, each scrolled to the top of the screen in turn: its box, and the smallest text drawn in it
+# (ticks, legend, titles, annotations, colour bar, cell labels).
+EVERY_CHART_JS = """() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const header = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
+  return [...main.querySelectorAll('[data-testid="stPlotlyChart"]')].map(c => {
+    main.scrollTop += c.getBoundingClientRect().top - header;
+    const b = c.getBoundingClientRect();
+    const sizes = [...c.querySelectorAll('svg text')].filter(t => t.getBoundingClientRect().width > 0
+      && t.textContent.trim()).map(t => parseFloat(getComputedStyle(t).fontSize));
+    return {title: c.querySelector('.gtitle')?.textContent ?? '', top: b.top, bottom: b.bottom, left: b.left,
+            right: b.right, header, vw: window.innerWidth, vh: window.innerHeight,
+            smallest: sizes.length ? Math.min(...sizes) : null};
+  });
+}"""
+MEASURE_VIEWS = [("why-similar", {}), ("why-similar", {"target": "token", "token": "9"}),
+                 ("inside-a-head", {"measure": "value"}), ("inside-a-head", {"measure": "alti"})]
+
+
+@pytest.mark.parametrize(("path", "params"), MEASURE_VIEWS, ids=["why-similar", "why-token", "head-value", "head-alti"])
+def test_every_figure_of_the_measures_is_whole_on_the_projector(projector, app, path, params):
+    page, since = projector, len(app.log.lines)
+    page.goto(app.link(f"/{path}", {"present": "true"} | params))
+    settle(page, timeout=LOAD_MS)
+    page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+    where = f"/{path}?{params} at {page.viewport_size}"
+    ranking = page.locator(f'{MAIN} [data-testid="stButton"] button').filter(has_text="Rank the measures")
+    if ranking.count():  # the ranking's chart too (computed once for the server, then kept)
+        ranking.click()
+        settle(page, timeout=LOAD_MS)
+    if path == "why-similar":  # the tokens, the bars, the deletion test and the ranking, each drawn
+        page.wait_for_function(f"() => document.querySelectorAll('{MAIN} [data-testid=\"stPlotlyChart\"] "
+                               "svg.main-svg').length >= 4", timeout=LOAD_MS, polling=200)
+        page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+    assert_clean(page, app, since)
+    assert_whole(page, where)
+    if path == "inside-a-head":  # the head view with the measure's lines, whole at first load
+        page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollTop = 0")
+        box = page.evaluate(FIT_JS, [FIGURE, False])
+        assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, f"{where}: {box}"
+        return
+    charts = page.evaluate(EVERY_CHART_JS)
+    titles = [c["title"] for c in charts]
+    assert len(charts) >= 4 and any(t.startswith("Mean deletion AOPC") for t in titles), titles
+    for chart in charts:
+        assert chart["bottom"] - chart["top"] <= chart["vh"] - chart["header"], f"{where}: taller than the screen: {chart}"
+        assert chart["left"] >= 0 and chart["right"] <= chart["vw"], f"{where}: wider than the screen: {chart}"
+        assert chart["smallest"] >= MIN_PRESENT_FONT, f"{where}: text below 14 px: {chart}"

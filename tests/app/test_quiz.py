@@ -1,4 +1,5 @@
-"""Quiz: eight well-formed questions, feedback and score, and answers that agree with the live model."""
+"""Quiz: nine well-formed questions, feedback and score, and answers that agree with the live model; the links that
+set settings open their page on them (AppTest)."""
 
 import dataclasses
 import re
@@ -9,11 +10,11 @@ import torch
 
 from encoder import EncoderConfig, build_model, run
 from encoder.trace import Trace
-from ui import pages
+from ui import pages, settings
 from ui.quiz import QUESTIONS, check, question, score
 
 ROOT = Path(__file__).resolve().parents[2]
-TOPICS = ["attention", "layers", "ffn", "residual", "encoder_only", "output", "layernorm", "bidirectional"]
+TOPICS = ["attention", "layers", "ffn", "residual", "encoder_only", "output", "layernorm", "bidirectional", "special_tokens"]
 SMALL = EncoderConfig(d_model=32, num_heads=4, d_ff=128, num_layers=2)
 
 
@@ -22,7 +23,7 @@ def _answer(qid: str) -> str:
     return q.options[q.answer]
 
 
-def test_eight_questions_on_the_seed_topics_each_well_formed():
+def test_nine_questions_on_the_seed_topics_and_issue_19_each_well_formed():
     assert [q.id for q in QUESTIONS] == TOPICS
     for q in QUESTIONS:
         assert 0 <= q.answer < len(q.options) and len(q.options) == 4
@@ -48,9 +49,9 @@ def test_check_gives_feedback_and_rejects_bad_input():
 
 def test_score_counts_correct_answers_only():
     right = {q.id: q.answer for q in QUESTIONS}
-    assert score(right) == 8
+    assert score(right) == 9
     assert score({}) == 0
-    assert score({**right, "layers": 0, "ffn": None}) == 6
+    assert score({**right, "layers": 0, "ffn": None}) == 7
 
 
 def live_facts(trace: Trace) -> dict:
@@ -112,3 +113,41 @@ def test_every_question_links_to_a_registered_page():
     for q in QUESTIONS:
         shows = pages.page(q.page)
         assert (ROOT / shows.file).is_file() and shows.title, (q.id, shows)
+
+
+def test_the_special_token_gap_holds_on_the_live_pretrained_model():
+    """Question 9's answer on the model its link opens: on the default sentence, every layer's raw attention puts at
+    least twice the share on [CLS]/[SEP] that the value-weighted measure does, and three times over the layers."""
+    from encoder import load_pretrained
+    from encoder.analysis.measures import MEASURES, special_share
+
+    model = load_pretrained()
+    trace = run(model, settings.DEFAULT_SENTENCE)
+    specials = trace.special_positions
+    q = question("special_tokens")
+    raw = special_share(MEASURES["raw"].compute(model, trace), specials)
+    flows = special_share(MEASURES[dict(q.settings)["measure"]].compute(model, trace), specials)
+    assert "several times smaller" in _answer("special_tokens")
+    assert bool((raw >= 2 * flows).all()), (raw, flows)
+    assert float(raw.sum() / flows.sum()) >= 3, (raw, flows)
+    layer = dict(q.settings)["layer"]  # the layer the link opens shows it plainly
+    assert float(raw[layer]) >= 3 * float(flows[layer]), (raw, flows)
+
+
+def test_a_link_with_settings_opens_its_page_on_them():
+    from tests.app.test_app import assert_clean, start
+    from ui.state import STORE
+
+    q = question("special_tokens")
+    values, problems = settings.from_query({k: settings.SETTINGS[k].format(v) for k, v in q.settings})
+    assert not problems and values == dict(q.settings)
+    at = start()
+    at.switch_page(pages.page("check").file).run()
+    at.radio(key=f"w:quiz_{q.id}").set_value(q.answer).run()
+    assert_clean(at)
+    [button] = [b for b in at.button if b.key == f"see_{q.id}"]
+    button.click().run()
+    assert_clean(at)
+    store = at.session_state[STORE]
+    assert {k: store[k] for k, _ in q.settings} == dict(q.settings)
+    assert at.selectbox(key="w:measure").value == "value"  # Inside a head, with its lines value-weighted

@@ -36,7 +36,7 @@ from tests.app.walk import (
     option_index,
     slider_index,
 )
-from ui import settings
+from ui import pages, quiz, settings
 from ui.settings import SETTINGS
 
 pytestmark = pytest.mark.browser
@@ -233,7 +233,10 @@ def test_random_walk_keeps_the_url_equal_to_the_view(tabs, seed, path, params):
 LAST = ("view", "compare")  # changed last on their page: they swap the page's other controls for new ones
 TARGETS = {"head": "5", "tap": "ffn_hidden", "view": settings.VIEW_LABELS["layer"],
            "compare": settings.COMPARE_LABELS["sentences"], "text_b": "The animal was too wide.", "word": "animal"}
-NOT_HERE = {"Start again"} | SKIPPED_BUTTONS  # Start again clears the answers this test has just given
+# Quiz links that set settings and open their page (ui/quiz.py) leave the page whose controls this test is using; the
+# random walk presses them, and tests/app/test_quiz.py checks where they land.
+LEAVING = {f"See it on {pages.page(q.page).title}: {q.demo}" for q in quiz.QUESTIONS if q.settings}
+NOT_HERE = {"Start again"} | SKIPPED_BUTTONS | LEAVING  # Start again clears the answers this test has just given
 
 
 def change(tab: Tab, w: Widget) -> str:

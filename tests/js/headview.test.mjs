@@ -75,3 +75,21 @@ test("eachLine: every line above the threshold, or one token's lines whatever th
   assert.deepEqual(lines({ side: "q", i: 1 }, 0).map(([, k]) => k), [0, 1, 2], "a query's line to every key");
   assert.deepEqual(lines({ side: "k", i: 0 }, 0).map(([q, , w]) => [q, +w.toFixed(2)]), [[0, 0.5], [1, 0.01], [2, 0]]);
 });
+
+test("a measure's lines: fractions of the layer's largest value, one series for a measure without heads", () => {
+  // 1 layer x 1 map (no heads) x 2 tokens, top value 4 (a length, not a weight): steps of 4/65535.
+  const w = Uint16Array.of(65535, 0, 16384, 49151);
+  const held = new hv.Layers();
+  held.take(hv.decode(encode({ id: "m", L: 1, H: 1, T: 2, layers: [0], bits: 16, zipped: null, top: [4] }, bytesOf(w))));
+  const [only] = hv.series(held, 0, "one", 7, new Set([7]), false);
+  assert.equal(only.head, "layer");
+  assert.equal(hv.valueAt(only.plane, 0), 1, "the largest value is a fully opaque line");
+  assert.ok(Math.abs(hv.valueAt(only.plane, 2) * held.tops[0] - 16384 * 4 / 65535) < 1e-6, "times top: the value");
+  assert.ok(Math.abs(held.halfStep(0) - 2 / 65535) < 1e-12);
+  assert.equal(hv.headsText("one", 7, new Set([7]), "avg", false), "the whole layer");
+  assert.equal(hv.headsText("one", 7, new Set([7]), "avg"), "head 7");
+  // attention (top 1) keeps its weights as they are
+  const att = layers();
+  assert.equal(hv.valueAt(hv.series(att, 0, "one", 0, new Set([0]))[0].plane, 0), 1);
+  assert.equal(hv.RAW_LINES.perHead, true);
+});
