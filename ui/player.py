@@ -37,10 +37,10 @@ TITLE = "lesson-title"
 # slide keeps the frame's height and its main figure stays whole on a projector; on a narrow screen it flows.
 # Static CSS: no user text goes into it.
 PRESENT_CSS = (
-    ".st-key-lesson-bar {position: fixed; top: 0.55rem; left: 4.2rem; right: 4.2rem; z-index: 999991; width: auto; "
+    ".st-key-lesson-bar {position: fixed; top: 0.55rem; left: 3.4rem; right: 3.4rem; z-index: 999991; width: auto; "
     "justify-content: center; pointer-events: none;} .st-key-lesson-bar > * {pointer-events: auto;} "
     "@media (max-width: 860px) {.st-key-lesson-bar {position: static; justify-content: flex-start;}} "
-    ".st-key-lesson-title h1 {font-size: 1.55rem; line-height: 1.25;} "
+    ".st-key-lesson-title h1 {font-size: 1.4rem; line-height: 1.25;} "
 )
 SOURCES = {"built-in": "Built in", "folder": "From the lessons folder (read-only)", "yours": "Your lesson",
            "link": "Shared by link"}
@@ -189,13 +189,19 @@ def toggle(key: str) -> None:
 
 
 def follow(here: StreamlitPage) -> None:
-    """Open the page a lesson button or key asked for (app.py, before anything is drawn)."""
-    path = st.session_state.pop(GOTO, None)
-    if path is None:
+    """Open the page a lesson button or key asked for (app.py, before anything is drawn). The request is kept until
+    a run is on that page: a browser's rerun that reaches the server while the switch is under way can carry the old
+    page and win (two quick clicks of a clicker), so the next run switches again (at most a few times)."""
+    asked = st.session_state.get(GOTO)
+    if asked is None:
         return
+    path, tries = asked if isinstance(asked, tuple) else (asked, 0)
     entry = registry.page(path)
-    if here.url_path not in (entry.url.lstrip("/"), entry.path):
-        st.switch_page(entry.file, query_params=settings.to_query(state.store()))
+    if here.url_path in (entry.url.lstrip("/"), entry.path) or tries >= 3:
+        del st.session_state[GOTO]
+        return
+    st.session_state[GOTO] = (path, tries + 1)
+    st.switch_page(entry.file, query_params=settings.to_query(state.store()))
 
 
 def _keyed() -> None:

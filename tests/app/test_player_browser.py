@@ -78,6 +78,8 @@ def assert_slide(tab: Tab, made: lessons.Lesson, number: int, since: int) -> Non
     assert not problems, f"{where}\n" + "\n".join(problems) + f"\n{describe(tab)}"
     assert not tab.page.get_by_role("button", name="Back to the slide").count(), where
     assert not [a for a in tab.page.evaluate(ALERTS_JS) if "problem" in a], where
+    # The key component has mounted (its module loads after the page's first run) and knows the slide.
+    expect(tab.page.locator(".lk")).to_have_attribute("data-slide", str(number), timeout=LOAD_S * 1000)
 
 
 def slide_list(tab: Tab) -> list[str]:
@@ -89,6 +91,8 @@ def slide_list(tab: Tab) -> list[str]:
 def play(tab: Tab, name: str) -> lessons.Lesson:
     """Open the Lessons page on a lesson and press Play."""
     tab.goto("/lessons", {"lesson": name})
+    # A server's first request runs the page alone and then through the frame (ui/pages.py): wait for the page.
+    expect(tab.page.get_by_role("button", name="Play", exact=True)).to_be_enabled(timeout=LOAD_S * 1000)
     tab.press_button("Play")
     return lessons.open_lesson(name)[0]
 
@@ -120,6 +124,15 @@ def test_a_clickers_keys_move_the_lesson_the_url_follows_and_a_reload_resumes(ta
     link = tab.page.url
     tab.reload()
     assert tab.page.url == link
+    assert_slide(tab, made, 3, since)
+    # Two clicks in quick succession (the second while the app switches pages for the first) count twice.
+    tab.settle(lambda: (tab.page.keyboard.press("PageDown"), tab.page.wait_for_timeout(60),
+                        tab.page.keyboard.press("PageDown")))
+    tab.page.wait_for_function("() => /[?&]slide=5(&|$)/.test(location.search)", timeout=LOAD_S * 1000)
+    tab.settle()
+    assert_slide(tab, made, 5, since)
+    tab.key("PageUp")
+    tab.key("PageUp")
     assert_slide(tab, made, 3, since)
     for _ in range(len(made.slides)):  # past the end: the last slide stays
         tab.key("PageDown")

@@ -87,3 +87,40 @@ test("the page's keys are heard on the document the component is drawn in, else 
   assert.equal(keys.pageOf({ ownerDocument: null }), null);
   assert.equal(keys.pageOf({ get ownerDocument() { throw new Error("cross-origin"); } }), null);
 });
+
+test("Follow: one request at a time; presses meanwhile count; a request never answered is given up", () => {
+  let clock = 0;
+  const sent = [];
+  const f = new keys.Follow((name, value) => sent.push(`${name} ${value.to}`), () => clock);
+  f.answer(1, 6);
+  assert.equal(f.press(1), 2);
+  assert.equal(f.press(1), 3, "a second press before the app answered the first");
+  assert.deepEqual(sent, ["go 2"], "asked only once the first is drawn");
+  f.answer(1, 6); // a run that had not seen the request
+  assert.deepEqual(sent, ["go 2"]);
+  assert.equal(f.at, 3);
+  f.answer(2, 6); // the first is drawn: the second goes out
+  assert.deepEqual(sent, ["go 2", "go 3"]);
+  f.answer(3, 6);
+  assert.deepEqual([f.at, f.app, f.asked], [3, 3, null]);
+  assert.equal(f.press(-1), 2);
+  f.answer(2, 6);
+  f.answer(4, 6); // the app moved on its own (the Next button): the keys follow
+  assert.equal(f.at, 4);
+  assert.equal(f.press(1), 5);
+  clock += 5000; // never answered: the next press starts from the app's slide
+  assert.equal(f.press(1), 5);
+  assert.deepEqual(sent.slice(-2), ["go 5", "go 5"]);
+  f.answer(5, 6);
+  assert.equal(f.press(1), 6);
+  f.answer(6, 6);
+  assert.equal(f.press(1), null, "no slide after the last");
+  assert.equal(f.press(-1), 5);
+  f.answer(6, 6); // not yet
+  assert.equal(f.at, 5);
+  clock += 5000;
+  f.answer(6, 6); // a request given up: the app's word
+  assert.equal(f.at, 6);
+  f.answer(1, 0);
+  assert.equal(f.press(1), null, "no lesson, nothing asked");
+});
