@@ -9,7 +9,7 @@ import streamlit as st
 import ui  # first of the app's own imports: it sets OpenMP's wait policy before torch is loaded
 from encoder.tokenizer import INSTALL_HINT
 from encoder.viz.text import printable
-from ui import pages, settings, state
+from ui import authoring, pages, player, settings, state
 from ui.settings import CUSTOM, PRETRAINED
 
 # The tab's title and icon, and the navigation over the pages of ui/pages.py. Each script is pages/<its URL path>.py:
@@ -20,6 +20,7 @@ nav = pages.navigate()
 
 # The store exists before any widget is drawn; the URL follows it from the first line of every run.
 url_problems = state.init(ui.check_url_values)
+player.follow(nav)  # a lesson's Next, Previous or key asked for another page: open it before anything is drawn
 state.sync_url()
 values = state.store()
 
@@ -35,6 +36,7 @@ with st.sidebar:
     ui.widget("train")
     ui.widget("device", options=ui.available_devices())
     ui.widget("present")
+    authoring.add_view(nav.url_path)  # "Add this view to a lesson", and the way to your lesson
 
 # Presentation mode: the sidebar folds away (re-applied on every run, so switching the mode on folds it at once,
 # unless the user has folded or unfolded it by hand: Streamlit then remembers their choice in the browser), every
@@ -46,14 +48,19 @@ if values["present"]:
     # first load: the band under Streamlit's 60 px header, the title and the gaps between blocks shrink.
     st.html("<style>html {font-size: 18.4px;} [data-testid='stMainBlockContainer'] {padding-top: 76px; "
             "padding-bottom: 1rem;} [data-testid='stMainBlockContainer'] h1 {font-size: 2rem; padding: 0;} "
-            "[data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] {gap: 0.5rem;}</style>")
+            "[data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] {gap: 0.5rem;}"
+            + player.PRESENT_CSS + "</style>")
 
 for problem in url_problems:
     st.warning(ui.literal(problem), icon=":material/link_off:")
 
+lesson = player.playing()  # (the lesson, its slide) while one plays: the slide's title replaces the app's
 if values["present"]:  # one row: the title, the sentence box folded into a popover, and a way out (no sidebar)
     row = st.container(horizontal=True, vertical_alignment="center")
-    row.title("Encoder Explorer", width="content")
+    if lesson:
+        player.title(row, *lesson)
+    else:
+        row.title("Encoder Explorer", width="content")
 else:
     st.title("Encoder Explorer")
 
@@ -76,13 +83,17 @@ def sentence_label(text: str, words: int = 4) -> str:
 # (the key keeps it open while its label follows the text); "Leave presentation" ends the row.
 if values["present"]:
     text_at = examples_at = row.popover(sentence_label(values["text"]), icon=":material/edit_note:",
-                                        width="stretch", key="sentence_box")
-    row.button("Leave presentation", icon=":material/close_fullscreen:", on_click=state.put, args=("present", False))
+                                        width="content" if lesson else "stretch", key="sentence_box")
+    if not lesson:  # a lesson has its own way out, "Leave lesson", in its bar
+        row.button("Leave presentation", icon=":material/close_fullscreen:", on_click=state.put,
+                   args=("present", False))
 else:
     text_at, examples_at = st.columns([3, 1], vertical_alignment="bottom")
 ui.widget("text", text_at, height=80)
 examples_at.selectbox("Examples", list(settings.EXAMPLES), index=None, placeholder="Try an example…", key="example",
                       on_change=use_example)
+if lesson:
+    player.bar(*lesson, nav.url_path)
 
 
 def show_frame() -> None:

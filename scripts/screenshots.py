@@ -4,6 +4,7 @@
     .venv-test/bin/python -m scripts.screenshots --model custom  # a small custom Pre-LN GELU model instead
     .venv-test/bin/python -m scripts.screenshots --pages heatmaps side-by-side --sizes 1280x720p
     .venv-test/bin/python -m scripts.screenshots --pages inside-a-head --set measure=value  # more URL settings
+    .venv-test/bin/python -m scripts.screenshots --lesson pre-ln-post-ln  # every slide of a lesson, as played
 
 Sizes: 1024x768 and 1280x720 in presentation mode (what a classroom projector shows: one viewport, the sidebar
 folded away), 1440x900 and 420x900 without it (full page). A size ending in "p" turns presentation mode on.
@@ -52,7 +53,7 @@ def parse_size(size: str) -> tuple[int, int, bool]:
 
 
 def shoot(browser, url: str, path: str, size: str, params: dict[str, str], timeout_ms: int = 240_000,
-          tag: str = "") -> Path:
+          tag: str = "", name: str = "") -> Path:
     width, height, present = parse_size(size)
     query = params | ({"present": "true"} if present else {})
     context = browser.new_context(viewport={"width": width, "height": height})
@@ -61,7 +62,7 @@ def shoot(browser, url: str, path: str, size: str, params: dict[str, str], timeo
         page.goto(f"{url}/{path}?{urllib.parse.urlencode(query)}")
         page.evaluate("window.__settledSince = undefined")
         page.wait_for_function(SETTLED_JS, arg=[READY, 800], timeout=timeout_ms, polling=200)
-        name = f"{path or DEFAULT_PATH}{tag}_{width}x{height}{'_present' if present else ''}.png"
+        name = f"{name or path or DEFAULT_PATH}{tag}_{width}x{height}{'_present' if present else ''}.png"
         target = OUT / name
         if present:  # what the projector shows: before scrolling, and with the main figure scrolled to the top
             page.screenshot(path=str(target.with_name(target.stem + "_top.png")))
@@ -88,21 +89,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--text", help="the sentence (default: the app's)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="more URL settings, e.g. measure=value; they are added to the file names")
+    parser.add_argument("--lesson", help="instead of pages: every slide of this lesson as the player shows it (a "
+                                         "built-in's name or folder:NAME), named lesson-<name>-<slide>")
     args = parser.parse_args(argv)
     extra = dict(item.split("=", 1) for item in args.set)
     params = dict(MODELS[args.model]) | ({"text": args.text} if args.text else {}) | extra
     tag = "".join(f"_{k}-{v}" for k, v in extra.items())
     paths = ([entry.url.lstrip("/") for entry in pages.PAGES] if not args.pages
              else ["" if p in ("", "/", DEFAULT_PATH) else p for p in args.pages])
+    shots = [(path, params, "") for path in paths]
+    if args.lesson:
+        from ui import lessons  # the app's modules, loaded only for this
+
+        lesson, _ = lessons.open_lesson(args.lesson)
+        stem = args.lesson.replace(":", "-")
+        shots = [(s.link()[0].lstrip("/"), s.link()[1] | {"lesson": args.lesson, "slide": str(n)}, f"lesson-{stem}-{n}")
+                 for n, s in enumerate(lesson.slides, 1)]
     OUT.mkdir(parents=True, exist_ok=True)
     env = {"STREAMLIT_LOGGER_ENABLE_RICH": "false", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
     with streamlit_server(env=env) as (url, proc), sync_playwright() as pw:
         threading.Thread(target=proc.stdout.read, daemon=True).start()  # a full pipe would block the server
         browser = launch(pw)
         for size in args.sizes:
-            for path in paths:
+            for path, query, name in shots:
                 start = time.monotonic()
-                target = shoot(browser, url, path, size, params, tag=tag)
+                target = shoot(browser, url, path, size, query, tag=tag, name=name)
                 print(f"{target.relative_to(ROOT)}  ({time.monotonic() - start:.1f} s)", flush=True)
         browser.close()
 

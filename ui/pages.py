@@ -52,6 +52,7 @@ PAGES: tuple[PageEntry, ...] = (
     PageEntry("Explore", "statistics", "Activations", ":material/monitoring:"),
     PageEntry("Explore", "diagram", "Data flow", ":material/account_tree:"),
     PageEntry("Explore", "wordpieces", "Tokens & embeddings", ":material/token:"),
+    PageEntry("Teach", "lessons", "Lessons", ":material/slideshow:"),
     PageEntry("Teach", "side-by-side", "Compare", ":material/compare:"),
     PageEntry("Teach", "walkthrough", "Step through a layer", ":material/footprint:"),
     PageEntry("Teach", "warmup", "Training stability", ":material/show_chart:"),

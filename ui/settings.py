@@ -208,6 +208,11 @@ SETTINGS: dict[str, Setting] = {
                 widget="select_slider", help="Where the token scores miss f(x) − f(baseline) by more than 1 %, the "
                 "steps are doubled until they do not (at most 160)."),
         Setting("follow", "it animal street", str),  # tokens highlighted on Token trajectories, space-separated
+        # Lessons (issue 21, ui/player.py): the lesson on the Lessons page or being played, and the player's state.
+        Setting("lesson", "", str, label="Lesson", widget="selectbox"),  # a built-in's name, folder:NAME, mine or ~link
+        Setting("slide", 0, int, None, 0, 60),  # the slide playing, from 1 (at most ui.lessons.MAX_SLIDES); 0: none
+        Setting("points", False, bool),  # the slide's talking points unfolded under the lesson bar
+        Setting("answer", False, bool),  # the slide's answer revealed
     )
 }
 CONFIG_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "activation", "norm", "positional", "final_norm",

@@ -47,7 +47,9 @@ def assert_sentence(message: str) -> None:
 # ------------------------------------------------------------------------------------------------ pages
 def test_the_pages_are_read_from_the_page_registry():
     pages = lessons.pages()
-    assert list(pages) == [entry.path for entry in registry.PAGES] and len(pages) == 13
+    assert list(pages) == [entry.path for entry in registry.PAGES if entry.path != "lessons"] and len(pages) == 13
+    with pytest.raises(ValueError, match="no page 'lessons'"):
+        lessons.capture("lessons", {})  # the Lessons page plays lessons: it is no slide's view
     assert [p.path for p in pages.values() if p.default] == ["heatmaps"]
     assert pages["heatmaps"].url == "/" and pages["inside-a-head"].url == "/inside-a-head"
     for page in pages.values():

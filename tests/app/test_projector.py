@@ -7,6 +7,10 @@ cut off (scrollWidth > clientWidth); every colour bar is no taller than the heat
 labels are at least 14 px; no two numbers printed in heatmap cells overlap and no chart title runs past its chart;
 and no stray "None" is printed. Without presentation mode, with the sidebar open, labels, buttons and cell numbers
 are whole at 1024x768, 1440x900 and 1920x1080, and chart titles at 1440x900 and 1920x1080.
+
+Lessons (issue 21): every slide of every built-in lesson, played with a clicker's key, keeps its main figure whole
+under the lesson bar (which sits in Streamlit's header band) and the slide's title, with the talking points folded
+(as a slide opens); unfolded, they are whole and at least 14 px, above the figure.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from devkit.server import READY, streamlit_server
 from encoder.viz.style import MIN_PRESENT_FONT
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
-from ui import pages
+from ui import lessons, pages
 
 VIEWPORTS = [(1280, 720), (1024, 768)]
 WIDE = [(1024, 768), (1440, 900), (1920, 1080)]  # laptop and desktop screens, not presenting
@@ -161,8 +165,8 @@ def test_every_page_fits_the_projector(projector, app, path):
             assert chart["bar"] <= chart["mapHeight"] + 1, f"{where}: colour bar taller than its map: {chart}"
         if chart["smallestTick"] is not None:
             assert chart["smallestTick"] >= MIN_PRESENT_FONT, f"{where}: tick labels below 14 px: {chart}"
-    if not page.locator(FIGURE).count():
-        assert path == "check", f"{where}: no chart or diagram on the page"  # the quiz has questions, no figure
+    if not page.locator(FIGURE).count():  # the quiz has questions, the Lessons page a list of slides: no figure
+        assert path in ("check", "lessons"), f"{where}: no chart or diagram on the page"
         return
     scroll = path in SCROLLED
     box = page.evaluate(FIT_JS, [FIGURE, scroll])
@@ -324,3 +328,60 @@ def test_every_figure_of_the_measures_is_whole_on_the_projector(projector, app, 
         assert chart["bottom"] - chart["top"] <= chart["vh"] - chart["header"], f"{where}: taller than the screen: {chart}"
         assert chart["left"] >= 0 and chart["right"] <= chart["vw"], f"{where}: wider than the screen: {chart}"
         assert chart["smallest"] >= MIN_PRESENT_FONT, f"{where}: text below 14 px: {chart}"
+
+
+# ------------------------------------------------------------------------------------------------ lessons
+# The main figure of a slide: the first figure of the page, the lesson bar's own key component aside.
+SLIDE_FIGURE = ", ".join(f"{MAIN} [data-testid='{kind}']:not(.st-key-lesson-bar *)"
+                         for kind in ("stPlotlyChart", "stGraphVizChart", "stBidiComponentIsolated"))
+BAR = ".st-key-lesson-bar"
+# The bar's box, and the slide title's: the bar stays inside the header band, above the title.
+BAR_JS = """() => {
+  const bar = document.querySelector('.st-key-lesson-bar').getBoundingClientRect();
+  const title = document.querySelector('.st-key-lesson-title h1').getBoundingClientRect();
+  const header = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
+  const sizes = [...document.querySelectorAll('.st-key-lesson-points-box [data-testid="stText"]')]
+    .map(t => parseFloat(getComputedStyle(t).fontSize));
+  return {bar: {top: bar.top, bottom: bar.bottom, left: bar.left, right: bar.right}, title: {top: title.top},
+          header, vw: window.innerWidth, smallestPoint: sizes.length ? Math.min(...sizes) : null};
+}"""
+
+
+def slide_number(page: Page) -> int:
+    return int(re.search(r"[?&]slide=(\d+)", page.url).group(1))
+
+
+@pytest.mark.parametrize("name", lessons.builtin_names())
+def test_the_lesson_bar_leaves_every_built_in_slides_figure_whole(projector, app, name):
+    page, since = projector, len(app.log.lines)
+    made = lessons.load_builtin(name)
+    page.goto(app.link("/lessons", {"lesson": name, "present": "true"}))
+    settle(page, timeout=LOAD_MS)
+    page.get_by_role("button", name="Play", exact=True).click()
+    for number, s in enumerate(made.slides, 1):
+        where = f"{name}, slide {number} ({s.title!r}) at {page.viewport_size}"
+        if number > 1:
+            page.locator(".st-key-lesson-title h1").click()  # the page, not a button, has the focus
+            page.keyboard.press("PageDown")
+        try:
+            page.wait_for_function(f"() => /[?&]slide={number}(&|$)/.test(location.search)", timeout=LOAD_MS)
+            settle(page, timeout=LOAD_MS)
+            page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+            settle(page, ms=400)
+        except PlaywrightTimeout:
+            raise AssertionError(f"{where}: never drawn: {describe(page, app)}") from None
+        assert_clean(page, app, since)
+        assert_whole(page, where)
+        bar = page.evaluate(BAR_JS)
+        assert bar["bar"]["top"] >= 0 and bar["bar"]["bottom"] <= bar["header"] + 1, f"{where}: bar {bar}"
+        assert bar["bar"]["left"] >= 0 and bar["bar"]["right"] <= bar["vw"], f"{where}: bar {bar}"
+        box = page.evaluate(FIT_JS, [SLIDE_FIGURE, False])
+        assert box is not None, f"{where}: no figure"
+        assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, f"{where}: figure off screen: {box}"
+        assert box["left"] >= 0 and box["right"] <= box["vw"], f"{where}: figure wider than the screen: {box}"
+    assert slide_number(page) == len(made.slides)
+    page.get_by_role("button", name=re.compile("^Talking points")).click()
+    settle(page)
+    bar = page.evaluate(BAR_JS)
+    assert bar["smallestPoint"] >= MIN_PRESENT_FONT, f"{name}: talking points below 14 px: {bar}"
+    assert not page.evaluate(CUT_JS, [MAIN]), f"{name}: labels or buttons cut with the talking points out"

@@ -1,4 +1,6 @@
 """Issue 10 in Chromium: any sequence of clicks across pages keeps the app working and the URL equal to the view.
+The lesson player (issue 21) takes part: the Lessons page, Play, Next and Previous, a clicker's keys, Leave lesson,
+and "Add this view to a lesson" in the sidebar.
 
 - A seeded random walk uses one visible control (or opens another page) per step, checks after every step that
   nothing broke and that the URL holds every setting on screen, and at the end reopens the URL in a fresh tab.
@@ -14,21 +16,16 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
 
-from devkit.server import streamlit_server
 from tests.app.walk import (
     LOAD_S,
     MAP_SETTINGS,
     PAGES,
-    SERVER_ENV,
     SMALL,
-    VIEWPORT,
     MapControl,
-    ServerLog,
     Tab,
     Widget,
     describe,
@@ -47,6 +44,9 @@ SENTENCES = ["The cat sat on the mat.", "<b>x</b>", "🙂 émigré", "[MASK]", "
              "It was too wide, so it stayed.", "**bold** _it_ `code` [a](javascript:alert(1))", "   "]
 SECOND_SENTENCES = ["The animal was too wide.", "The street was too tired.", "🙂 it 🙂", "[MASK] it [SEP]"]
 WORDS = ["it", "the", "animal", "[MASK]", "🙂", "<b>"]
+NOTES = ["", "Look at head 1.", "<b>bold</b> **not** [a](javascript:alert(1))", "\u202eevil\u202c and שלום"]
+ADD_VIEW = ("sidebar", "Add this view to a lesson")  # a control of the frame's, not a widget of the page
+KEYS = ("ArrowRight", "PageDown", " ", "ArrowLeft", "PageUp")  # a presentation clicker's, while a lesson plays
 # Where the walk may move the custom model's knobs: small models stay fast on 2 cores, and 3 heads on a 32-, 64- or
 # 128-wide model is an impossible config the app must explain, not crash on.
 KNOB_TARGETS = {"d_model": (32, 64, 96, 128), "num_heads": (1, 2, 3, 4, 8, 16), "d_ff": (64, 128, 256),
@@ -59,29 +59,7 @@ STAY = {4: 30}  # seed -> steps of a walk that never opens another page
 STEPS = 50
 
 
-# ------------------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module")
-def app() -> Iterator[tuple[str, ServerLog]]:
-    with streamlit_server(env=SERVER_ENV) as (url, proc):
-        yield url, ServerLog(proc.stdout)
-
-
-
-@pytest.fixture
-def tabs(browser, app) -> Iterator:
-    """A factory of tabs, each in a fresh browser context (a fresh session); all closed afterwards."""
-    url, log = app
-    contexts = []
-
-    def new_tab() -> Tab:
-        contexts.append(browser.new_context(viewport=VIEWPORT))
-        return Tab(contexts[-1], url, log)
-
-    yield new_tab
-    for context in contexts:
-        context.close()
-
-
+# ---------------------------------------------------------------- helpers (the server and tabs: tests/app/conftest.py)
 def assert_consistent(tab: Tab, since: int, context: str) -> None:
     problems = eventually_consistent(tab, since)
     assert not problems, f"{context}\n" + "\n".join(problems) + f"\n{describe(tab)}"
@@ -100,6 +78,10 @@ def controls(tab: Tab) -> list[tuple[str, Widget | MapControl | str]]:
             found.append((f"button:{b['label']}", b["label"]))
     for c in tab.map_controls():
         found.append((f"map:{c.selector or c.label}", c))
+    if tab.path() != "/lessons":  # the Lessons page is no view to add
+        found.append(("sidebar:add-view", ADD_VIEW))
+    if tab.page.locator(".st-key-lesson-bar").count():
+        found += [(f"key:{key!r}", ("key", key)) for key in KEYS]
     return sorted(found, key=lambda c: c[0])
 
 
@@ -108,7 +90,7 @@ def other(rng: random.Random, options: list, current) -> object:
     return rng.choice(choices) if choices else current
 
 
-def use(tab: Tab, rng: random.Random, control: Widget | MapControl | str) -> str:
+def use(tab: Tab, rng: random.Random, control: Widget | MapControl | str | tuple[str, str]) -> str:
     """Use one control the way a person would, with choices drawn from rng; return what was done (for the log)."""
     if isinstance(control, MapControl):
         if control.kind == "measure":
@@ -117,6 +99,14 @@ def use(tab: Tab, rng: random.Random, control: Widget | MapControl | str) -> str
         size = tab.use_map(control)
         assert size is None or size > 0, "the map's PNG was empty"
         return f"map {control.label!r} ({control.selector})" + (f" (PNG {size} bytes)" if size is not None else "")
+    if control == ADD_VIEW:
+        before, note = tab.own_slides(), rng.choice(NOTES)
+        after = tab.add_view(note)
+        assert after == min(before + 1, 60), f"Add this view: your lesson went from {before} to {after} slides"
+        return f"add this view, note {note!r} ({after} slides)"
+    if isinstance(control, tuple):
+        tab.key(control[1])
+        return f"key {control[1]!r}"
     if isinstance(control, str):
         size = tab.press_button(control)
         assert size is None or size > 0, f"the {control!r} download was empty"
@@ -234,9 +224,10 @@ LAST = ("view", "compare")  # changed last on their page: they swap the page's o
 TARGETS = {"head": "5", "tap": "ffn_hidden", "view": settings.VIEW_LABELS["layer"],
            "compare": settings.COMPARE_LABELS["sentences"], "text_b": "The animal was too wide.", "word": "animal"}
 # Quiz links that set settings and open their page (ui/quiz.py) leave the page whose controls this test is using; the
-# random walk presses them, and tests/app/test_quiz.py checks where they land.
+# random walk presses them, and tests/app/test_quiz.py checks where they land. Start again and Empty your lesson clear
+# what this test has just made; Play leaves the page (played below).
 LEAVING = {f"See it on {pages.page(q.page).title}: {q.demo}" for q in quiz.QUESTIONS if q.settings}
-NOT_HERE = {"Start again"} | SKIPPED_BUTTONS | LEAVING  # Start again clears the answers this test has just given
+NOT_HERE = {"Start again", "Empty your lesson", "Play"} | SKIPPED_BUTTONS | LEAVING
 
 
 def change(tab: Tab, w: Widget) -> str:
@@ -335,6 +326,27 @@ def tour(tab: Tab, log: list[str], expect: dict[str, set[str]]) -> None:
         assert not missing, f"{title} no longer draws {missing}\n" + "\n".join(log)
 
 
+def play_your_lesson(tab: Tab, log: list[str], since: int) -> None:
+    """Your lesson (the views added on the pages before) played: Play, Next, keys, Previous, Leave lesson."""
+    assert tab.url_values()["lesson"] == "mine", "the Lessons page's box did not move to your lesson"
+    count = tab.own_slides()
+    steps = [("Play", 1), ("Next", 2), ("PageDown", 3), ("Previous", 2), ("PageUp", 1), ("ArrowRight", 2)]
+    for action, slide in steps:
+        if action in KEYS:
+            tab.key(action)
+        else:
+            tab.press_button(action)
+        log.append(f"lesson: {action} -> slide {slide} of {count}")
+        assert_consistent(tab, since, "\n".join(log))
+        values = tab.url_values()
+        assert values["slide"] == slide and values["present"], "\n".join(log)
+        assert values["lesson"].startswith("~"), "your lesson plays as its link"
+    tab.press_button("Leave lesson")
+    log.append("lesson: Leave lesson")
+    assert_consistent(tab, since, "\n".join(log))
+    assert not tab.url_values()["present"] and tab.url_values()["slide"] == 0, "\n".join(log)
+
+
 def test_every_control_then_every_page(tabs):
     """Each page's controls are changed, then every other page is visited before the test comes back to it: the
     pages after it while their own controls are changed, then all of them in a final tour."""
@@ -348,6 +360,13 @@ def test_every_control_then_every_page(tabs):
         change_page_controls(tab, log)
         expect[path] = {w.setting for w in tab.widgets() if w.setting and not w.sidebar and w.setting != "text"}
         expect[path] |= tab.drawn_settings() & set(MAP_SETTINGS)
+        if path == "/lessons":
+            play_your_lesson(tab, log, since)
+        else:
+            slides = tab.own_slides()
+            assert tab.add_view(f"About {title}.") == slides + 1, "\n".join(log)
+            log.append("add this view")
+            assert_consistent(tab, since, "\n".join(log))
     assert {"follow", "ablate"} <= set().union(*expect.values()), f"the multiselects were not driven: {expect}"
     tour(tab, log, expect)
     tab.nav("Attention")

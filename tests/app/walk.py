@@ -19,7 +19,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from devkit.server import READY, ServerLog
 from encoder.viz.text import printable
-from ui import pages, quiz, settings
+from ui import lessons, pages, player, quiz, settings
 from ui.purpose import ablate_label
 from ui.settings import SETTINGS
 
@@ -451,6 +451,54 @@ class Tab:
         return None
 
 
+    # ---- lessons (issue 21)
+    def add_view(self, note: str = "", title: str = "") -> int:
+        """"Add this view to a lesson" in the sidebar, with a title and note; return the slides of your lesson."""
+        self.open_sidebar()
+        bar = self.page.locator('[data-testid="stSidebar"]')
+        box = bar.locator("details").filter(has=self.page.locator("summary", has_text="Add this view to a lesson"))
+        if box.get_attribute("open") is None:
+            box.locator("summary").click()
+        box.get_by_label("Slide title (optional)").fill(title)
+        box.get_by_label("Note (optional): a talking point").fill(note)
+        self.settle(lambda: box.get_by_role("button", name="Add this view", exact=True).click())
+        return self.own_slides()
+
+    def own_slides(self) -> int:
+        """The slides of your lesson, as the sidebar's button counts them."""
+        self.open_sidebar()
+        label = self.page.locator('[data-testid="stSidebar"] .st-key-open-own button').filter(
+            has_text="Your lesson: ").first.inner_text()
+        return int(label.split(":")[1].split()[0])
+
+    def key(self, key: str) -> None:
+        """Press a key on the page (not in a box), as a presentation clicker does."""
+        self.settle(lambda: self.page.keyboard.press(key))
+
+    def download(self, label: str) -> bytes:
+        """The file a main-area download button gives."""
+        button = self.page.locator('[data-testid="stMain"] [data-testid="stDownloadButton"] button').filter(
+            has_text=label).first
+        with self.page.expect_download(timeout=STEP_S * 1000) as info:
+            button.click()
+        return info.value.path().read_bytes()
+
+
+class Tabs:
+    """A factory of tabs on one server, each in a fresh browser context (a fresh session); close() ends them all."""
+
+    def __init__(self, browser, url: str, log: ServerLog) -> None:
+        self.browser, self.url, self.log, self.contexts = browser, url, log, []
+
+    def __call__(self, viewport: dict | None = None) -> Tab:
+        self.contexts.append(self.browser.new_context(viewport=viewport or VIEWPORT, accept_downloads=True))
+        return Tab(self.contexts[-1], self.url, self.log)
+
+    def close(self) -> None:
+        for context in self.contexts:
+            context.close()
+
+
 # ------------------------------------------------------------------------------------------- screen vs the URL
 def url_settings(url: str) -> tuple[dict[str, Any], list[str]]:
     """Every setting's value as the URL gives it (defaults where it is silent), and what the URL got wrong."""
@@ -466,6 +514,8 @@ def expected_display(key: str, values: dict[str, Any]) -> str | None:
         n = list(QUIZ).index(q.id)
         c = (values["quiz"] + "-" * len(QUIZ))[n]
         return q.options[int(c)] if c.isdigit() and int(c) < len(q.options) else None
+    if key == "lesson":  # the Lessons page shows a lesson's title; no lesson named yet: the first on offer
+        return player.ref_label(values["lesson"] or lessons.catalogue()[0].ref)
     if key == "model":
         value = values["model"]
         return MODEL_NAMES.get(value, f"Checkpoint: {value.removeprefix(settings.CHECKPOINT_PREFIX)}")

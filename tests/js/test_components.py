@@ -15,7 +15,8 @@ import torch
 from ui import components, payload
 
 HERE = Path(__file__).parent
-COMPONENTS = ("headview", "heatmap")
+COMPONENTS = ("headview", "heatmap")  # the ones that read the attention payload
+LESSON_COMPONENTS = ("lesson_keys", "lesson_file")  # the lesson player's keys and file opener (ui/player.py)
 
 
 def node() -> str:
@@ -42,7 +43,7 @@ def test_node_unit_tests_pass():
 
 def test_the_base_is_joined_before_each_component_as_node_loads_it():
     base = (HERE.parents[1] / "ui" / "component_base.js").read_text(encoding="utf-8")
-    for stem in COMPONENTS:
+    for stem in COMPONENTS + LESSON_COMPONENTS:
         own = (HERE.parents[1] / "ui" / f"{stem}.js").read_text(encoding="utf-8")
         assert components.joined(stem, "js") == base + "\n" + own  # what tests/js/load.mjs evaluates
         assert "export default" in own and "export default" not in base

@@ -38,7 +38,8 @@ MAX_TEXT = 20_000  # characters of a description, a talking point, a question or
 MAX_LINK = 32_000  # characters of a shared link's lesson: with the app's own URL it stays under nginx's 64 kB lines
 PACKED = "~"  # a link's lesson starts with this, as a packed sentence does (ui.settings.PACKED)
 LINK_PARAM = "lesson"  # the query parameter a shared link is expected to carry the lesson in
-NOT_IN_SLIDES = ("present",)  # presentation mode belongs to whoever plays the lesson, not to a slide's view
+# Presentation mode and the player's own settings belong to whoever plays the lesson, not to a slide's view.
+NOT_IN_SLIDES = ("present", "lesson", "slide", "points", "answer")
 UNTITLED = "Untitled lesson"
 
 

@@ -262,10 +262,11 @@ def _slide_html(n: int, slide: Slide, base_url: str) -> str:
     return "\n".join(parts)
 
 
-def handout(lesson: Lesson, base_url: str = "") -> bytes:
+def handout(lesson: Lesson, base_url: str = "", progress: Callable[[int, int], None] | None = None) -> bytes:
     """The lesson as one HTML file that opens offline: figures, talking points, questions and links back.
 
     base_url: the app's address (e.g. "https://class.example.org/"); "" writes links relative to the file's place.
+    progress(done, total) is told after each slide (the Lessons page's progress bar).
     """
     if base_url and not base_url.startswith(("http://", "https://")):
         raise ValueError("The handout's base address must start with http:// or https://, or be empty.")
@@ -276,7 +277,10 @@ def handout(lesson: Lesson, base_url: str = "") -> bytes:
     count = len(lesson.slides)
     body.append(f'<p class="meta">{count} slide{"s" if count != 1 else ""}. Made with Encoder Explorer on {date}; '
                 "the figures are the live model's, drawn from each slide's own settings.</p></header>")
-    body += [_slide_html(n, slide, base_url) for n, slide in enumerate(lesson.slides, 1)]
+    for n, slide in enumerate(lesson.slides, 1):
+        body.append(_slide_html(n, slide, base_url))
+        if progress is not None:
+            progress(n, count)
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{_esc(lesson.title)}</title><style>{CSS}</style>"

@@ -23,10 +23,13 @@ class Page:
         return "/" if self.default else "/" + self.path
 
 
+PLAYER = "lessons"  # the Lessons page (pages/lessons.py) picks and plays lessons: it is no view a slide can show
+
+
 @functools.cache
 def pages() -> dict[str, Page]:
-    """Every page of the app by URL path, in navigation order."""
-    return {e.path: Page(e.path, e.title, e.file, e.default) for e in registry.PAGES}
+    """Every page a slide can show, by URL path, in navigation order: all but the Lessons page."""
+    return {e.path: Page(e.path, e.title, e.file, e.default) for e in registry.PAGES if e.path != PLAYER}
 
 
 def default_page() -> Page:
