@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+import ui
 from ui import pages, quiz, state
 
 
@@ -32,9 +33,10 @@ def page() -> None:
                               key=f"w:quiz_{q.id}", on_change=answer, args=(q.id,))
             if choice is not None:
                 correct, feedback = quiz.check(q.id, choice)
-                (st.success if correct else st.error)(feedback)
+                (st.success if correct else st.error)(ui.literal(feedback))  # "<s> … </s>" as text
                 shows = pages.page(q.page)
-                st.page_link(shows.file, label=f"See it on {shows.title}: {q.demo}", icon=":material/visibility:")
+                st.page_link(shows.file, label=ui.literal(f"See it on {shows.title}: {q.demo}"),
+                             icon=":material/visibility:")
     if answered:
         st.button("Start again", icon=":material/restart_alt:", on_click=state.put, args=("quiz", ""))
 

@@ -3,8 +3,15 @@
 import streamlit as st
 
 import ui
+from encoder import Trace
 from encoder.viz import attention, export, purpose
+from encoder.viz.axes import special_names
 from ui import captions, headview, heatmap, pages
+
+
+def hide_names(trace: Trace, joint: str = "/") -> str:
+    """The model's special tokens, as the notes name them: "[CLS]/[SEP]", "<s>/</s>"."""
+    return special_names(trace.special_tokens, joint)
 
 
 @ui.fragment
@@ -16,7 +23,9 @@ def attention_view() -> None:
     # toggles (st.columns puts each on its own line there). Empty slots take no room.
     row = st.container(horizontal=True, vertical_alignment="bottom")
     cols = [row.container(width=w) for w in ("stretch", 120, "content", "content")]  # layer, head, avg, hide
-    hide = ui.widget("hide_special", cols[3])
+    # The model's own special tokens, from its tokenizer.json: as text, never as Markdown or HTML
+    hide = ui.widget("hide_special", cols[3], label=ui.literal(captions.hide_label(trace.special_tokens)),
+                     disabled=not captions.hides_any(trace))
     if view == "model":
         fig = attention.model_view(trace, hide_special=hide)
         name = export.export_name(trace, "model-view")
@@ -29,7 +38,8 @@ def attention_view() -> None:
     canvas = view == "head" and heatmap.fits(fr, trace, avg=ui.state.get("avg"), hide=hide)
     layer = None if canvas else ui.layer_slider(trace.num_layers, cols[0])
     if view == "rollout":
-        fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.tokens, layer, hide_special=hide,
+        fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.labels, layer, hide_special=hide,
+                                      special=trace.special_positions, special_names=hide_names(trace),
                                       presentation=fr.present)
         st.plotly_chart(fig, config=export.png_config(export.export_name(trace, "rollout", f"L{layer}", model=tag)))
         ui.caption("Attention rollout (Abnar & Zuidema, 2020) estimates how much each input token reaches each "
@@ -44,9 +54,11 @@ def attention_view() -> None:
         name = export.export_name(trace, "all-heads", f"L{layer}", model=tag)
         headview.clickable_chart(fig, export.png_config(name), "pick-grid", trace.num_heads, layer)  # click: open it
         ui.widget("scale", st.columns([2, 3])[0])
-        ui.caption("Each head learns its own pattern: some look at the next or previous word, some at [SEP], "
-                   "some at related words. With no mask, every token may attend to every other (bidirectional). "
-                   + ("[CLS] and [SEP] are hidden and every row is renormalised over the keys left." if hide else ""))
+        ui.caption(ui.literal(
+            "Each head learns its own pattern: some look at the next or previous word, some at a special token, some "
+            "at related words. Without a causal mask every token may attend to both sides (bidirectional). "
+            + (f"{hide_names(trace, ' and ')} are hidden and every row is renormalised over the keys left."
+               if hide and captions.hides_any(trace) else "")))
         return
     avg = ui.widget("avg", cols[2])
     scale = ui.state.get("scale")  # drawn below the map, so the map sits high on a projector
@@ -61,7 +73,10 @@ def attention_view() -> None:
         st.plotly_chart(fig, config=export.png_config(name))
     saving = (" The PNG button above the map saves it for slides." if canvas
               else " The camera button in the chart's toolbar saves a high-resolution PNG.")
-    ui.caption(captions.attention_caption(hide and captions.hides_any(trace.tokens), scale) + saving)
+    ui.caption(ui.literal(captions.attention_caption(hide and captions.hides_any(trace), scale, trace.special_tokens)
+                          + saving))
+    if window := attention.window_note(trace, layer):
+        st.caption(window)  # kept when presenting: it says why a band of the map is grey
     c0, d1, d2 = st.columns([3, 2, 2], vertical_alignment="bottom")
     ui.widget("scale", c0)
     get = ui.trace_lookup(fr)  # the downloads are built on click; they hold the trace's key, not the trace

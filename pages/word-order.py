@@ -17,10 +17,20 @@ def page() -> None:
     tag = export.model_tag(cfg, fr.model_key)
 
     st.subheader("The positional encoding of this model")
-    table = position.pe_table(cfg, trace.seq_len, fr.model)
     if cfg.positional == "none":
         st.info("This model has no positional encoding: positional = none.")
+    elif cfg.positional == "rotary":  # nothing is added to the embeddings: the table is the angles q and k turn by
+        table = position.rope_table(cfg, trace.seq_len)
+        theta = cfg.layer_theta(0)
+        left, right = st.columns(2)
+        left.plotly_chart(activations.positional_heatmap(table, f"Rotary angles of layer 0 (θ = {theta:g}): cos | sin, "
+                                                         f"{trace.seq_len} positions", presentation=fr.present),
+                          config=export.png_config(export.export_name(trace, "rotary", model=tag)))
+        right.plotly_chart(similarity.position_similarity(table, presentation=fr.present),
+                           config=export.png_config(export.export_name(trace, "rotary-similarity", model=tag)))
+        ui.caption(captions.rotary_caption(table, theta))
     else:
+        table = position.pe_table(cfg, trace.seq_len, fr.model)
         left, right = st.columns(2)
         left.plotly_chart(activations.positional_heatmap(table, f"{cfg.positional.capitalize()} positional encoding, "
                                                          f"{trace.seq_len} positions", presentation=fr.present),
@@ -30,16 +40,14 @@ def page() -> None:
         ui.caption(captions.position_caption(table, cfg.positional, captions.is_trained(fr.model_key)))
 
     st.subheader("Shuffle the words")
-    ui.caption("Attention is a weighted sum, so without positional information each layer is blind to order: "
-               "shuffling the input only shuffles the outputs and the rows and columns of every attention map.")
+    ui.caption(captions.shuffle_intro(cfg.positional, cfg.window))
     seed = ui.state.get("shuffle")
     st.button("Shuffle again", icon=":material/shuffle:", on_click=ui.state.put, args=("shuffle", (seed + 1) % 10_000))
     try:
         runs = {f"this model (positional = {cfg.positional})":
                 ui.get_permutation_check(fr.model_key, fr.device, (), trace.text, seed)}
-        if cfg.positional != "none":
-            runs["same weights, positional = none"] = ui.get_permutation_check(
-                fr.model_key, fr.device, (("positional", "none"),), trace.text, seed)
+        if blind := position.order_blind_changes(cfg):
+            runs[captions.blind_name(blind)] = ui.get_permutation_check(fr.model_key, fr.device, blind, trace.text, seed)
     except ValueError as err:
         st.info(str(err))
         st.stop()

@@ -58,10 +58,11 @@ export function headMean(w, H, n, scale) {
 // A plane is one T x T map as {data, offset, scale}: cell x = q * T + k holds data[offset + x] * scale.
 export const valueAt = (plane, x) => plane.data[plane.offset + x] * plane.scale;
 
-// The positions a map shows: all, or with hide all but [CLS] and [SEP] (all again if nothing else is left), as
-// figures._kept does for the plotly maps.
-export function kept(tokens, hide) {
-  const keep = tokens.flatMap((t, i) => (hide && (t === "[CLS]" || t === "[SEP]") ? [] : [i]));
+// The positions a map shows: all, or with hide all but the model's special tokens (header.special: where [CLS]
+// and [SEP], or <s> and </s>, stand), all again if nothing else is left, as axes.kept does for the plotly maps.
+export function kept(tokens, hide, special = []) {
+  const skip = new Set(hide ? special : []);
+  const keep = tokens.flatMap((_, i) => (skip.has(i) ? [] : [i]));
   return keep.length ? keep : tokens.map((_, i) => i);
 }
 

@@ -53,7 +53,7 @@ def data(fr: Any, trace: encoder.Trace, layer: int, head: int, scale: str, tag: 
              for n in range(trace.num_layers)]
     _, _, _, bar = attention.colour_scale(np.zeros((1, 1), np.float32), scale)
     sel = dict(layer=layer, head=head, avg=False, query=0, scale=scale, bar=bar, stops=stops(), names=names,
-               labels=[printable(t, 16) for t in trace.tokens], train=bool(trace.train))  # labels: as plotly's ticks
+               labels=[printable(t, 16) for t in trace.labels], train=bool(trace.train))  # labels: as plotly's ticks
     body = payload.build(trace, sel, name=names[layer][head], present=fr.present, trace_id=fr.trace_id,
                          deflated=functools.partial(payload.layer_bytes, key, trace))
     return body + trace.attention[layer, head].numpy().astype("<f4").tobytes()

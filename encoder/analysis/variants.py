@@ -7,6 +7,7 @@ import torch
 from torch import Tensor
 
 from ..model import Encoder, sinusoidal_table
+from ..tokenizer import SPACE_MARK
 from ..trace import Trace
 
 
@@ -39,9 +40,16 @@ def variant(model: Encoder, **changes: object) -> Encoder:
 
 
 def find_token(tokens: list[str], word: str) -> int | None:
-    """Position of the first token equal to `word` (case-insensitive), or None."""
-    word = word.strip().lower()
-    return next((i for i, t in enumerate(tokens) if t.lower() == word), None)
+    """Position of the first token equal to `word` (case-insensitive), or None.
+
+    A word-start mark ("▁", as Trace.labels show SentencePiece's and byte-level BPE's leading space) is ignored on
+    both sides, so "it" finds RoBERTa's "▁it" as it finds BERT's "it".
+    """
+    def bare(text: str) -> str:
+        return text.strip().lower().removeprefix(SPACE_MARK)
+
+    word = bare(word)
+    return next((i for i, t in enumerate(tokens) if bare(t) == word), None)
 
 
 def token_rows(trace: Trace, index: int, layer: int) -> Tensor:

@@ -48,8 +48,9 @@ def test_every_node_is_a_tap_the_model_produced_and_every_tap_is_drawn(norm):
     nodes, edges, _ = layout(diagram.layer_diagram(cfg))
     small = encoder.build_model(encoder.EncoderConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1, norm=norm))
     produced = encoder.run(small, "a b").taps[0]  # what the forward really returned
-    assert sorted(nodes) == sorted(produced) == sorted(flow_order(norm))
-    assert {name for edge in edges for name in edge} == set(produced)
+    # the layer's nodes, and outside it the positional encoding, drawn for every model
+    assert sorted(set(nodes) - {diagram.POSITIONS}) == sorted(produced) == sorted(flow_order(norm))
+    assert {name for edge in edges for name in edge} == {*produced, diagram.POSITIONS}
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -57,12 +58,13 @@ def test_edges_are_the_placement_table(norm):
     graph = diagram.layer_diagram(MINILM.replace(norm=norm))
     edges = layout(graph)[1]
     table = flow_edges(norm)
-    assert set(edges) == {(tail, head) for tail, head, _ in table} and len(edges) == len(table)
+    into = {(diagram.POSITIONS, "input")}  # the embeddings' positions enter layer 0's input
+    assert set(edges) == {(tail, head) for tail, head, _ in table} | into and len(edges) == len(table) + 1
     dashed = {e for e, attrs in edges.items() if attrs.get("style") == "dashed"}
-    assert dashed == {(tail, head) for tail, head, kind in table if kind == "res"}
+    assert dashed == {(tail, head) for tail, head, kind in table if kind == "res"} | into
     (qkv,) = [(tail, head) for tail, head, kind in table if kind == "qkv"]
     assert "Q, K, V" in edges[qkv]["label"]
-    assert graph.source.count("->") == len(table)
+    assert graph.source.count("->") == len(table) + 1
 
 
 def test_post_and_pre_draw_different_data_flows():
@@ -75,13 +77,13 @@ def test_post_and_pre_draw_different_data_flows():
 def test_final_layer_norm_is_drawn_when_the_config_has_one(norm):
     cfg = MINILM.replace(norm=norm, final_norm=True)
     nodes, edges, clusters = layout(diagram.layer_diagram(cfg))
-    assert set(nodes) == {*TAPS, diagram.FINAL}
+    assert set(nodes) == {*TAPS, diagram.FINAL, diagram.POSITIONS}
     assert "Final LayerNorm" in nodes[diagram.FINAL]["label"] and "after the stack" in nodes[diagram.FINAL]["label"]
     assert ("output", diagram.FINAL) in edges and "after layer 5" in edges["output", diagram.FINAL]["label"]
     layer_cluster = next(c for c in clusters if "Encoder layer" in c["label"])
     inside = {o["name"] for o in json.loads(dot(diagram.layer_diagram(cfg), "json"))["objects"]
               if o.get("_gvid") in layer_cluster["nodes"]}
-    assert diagram.FINAL not in inside  # once after the stack, not inside the repeated layer
+    assert diagram.FINAL not in inside and diagram.POSITIONS not in inside  # once, not inside the repeated layer
     assert diagram.FINAL not in layout(diagram.layer_diagram(cfg.replace(final_norm=False)))[0]
 
 
@@ -109,7 +111,7 @@ def test_labels_name_the_operations_and_the_stack():
 @pytest.mark.parametrize("title", HOSTILE_TITLES)
 def test_hostile_titles_still_parse_and_show_literally(title):
     svg = dot(diagram.layer_diagram(MINILM, title=title), "svg")
-    assert svg.count('class="node"') == len(TAPS)
+    assert svg.count('class="node"') == len(TAPS) + 1  # and the positional encoding
     # nothing in the title changed a node: injected defaults (node [label=...]) would relabel them
     assert svg.count("Self&#45;Attention<") == 1 and svg.count(">LayerNorm<") == 2
     assert "<b>" not in svg and "<TABLE" not in svg
@@ -118,7 +120,7 @@ def test_hostile_titles_still_parse_and_show_literally(title):
 def test_titles_are_escaped_in_the_source():
     source = diagram.layer_diagram(MINILM, title='<b>x</b> "q" end\\').source
     assert 'label="<b>x</b> \\"q\\" end\\\\"' in source
-    assert source.count("->") == len(flow_edges("post"))  # nothing from the title became an edge
+    assert source.count("->") == len(flow_edges("post")) + 1  # nothing from the title became an edge
 
 
 @pytest.mark.parametrize("cfg", [
@@ -128,7 +130,7 @@ def test_titles_are_escaped_in_the_source():
 ])
 def test_svg_for_several_configs(cfg):
     svg = diagram.svg_bytes(diagram.layer_diagram(cfg, seq=7, highlight="drop2"))
-    assert svg.startswith(b"<?xml") and svg.count(b'class="node"') == len(TAPS)
+    assert svg.startswith(b"<?xml") and svg.count(b'class="node"') == len(TAPS) + 1
     assert f"(7, {cfg.d_ff})".encode() in svg
 
 
@@ -195,12 +197,12 @@ def drawn_edges(edges: dict) -> set[tuple[str, str]]:
 def test_compact_drawing_keeps_the_taps_and_the_placement_table(cfg):
     nodes, edges, _ = layout(diagram.layer_diagram(cfg, compact=True))
     full_nodes, full_edges, _ = layout(diagram.layer_diagram(cfg))
-    assert set(nodes) == set(full_nodes) == {*TAPS, *([diagram.FINAL] if cfg.final_norm else [])}
-    assert drawn_edges(edges) == set(full_edges) == {(t, h) for t, h, _ in flow_edges(cfg.norm)} | (
-        {("output", diagram.FINAL)} if cfg.final_norm else set())
+    assert set(nodes) == set(full_nodes) == {*TAPS, diagram.POSITIONS, *([diagram.FINAL] if cfg.final_norm else [])}
+    outside = {(diagram.POSITIONS, "input")} | ({("output", diagram.FINAL)} if cfg.final_norm else set())
+    assert drawn_edges(edges) == set(full_edges) == {(t, h) for t, h, _ in flow_edges(cfg.norm)} | outside
     dashed = {e for e, attrs in edges.items() if attrs.get("style") == "dashed"}
     res = {(t, h) for t, h, kind in flow_edges(cfg.norm) if kind == "res"}
-    assert drawn_edges({e: edges[e] for e in dashed}) == res | ({("output", diagram.FINAL)} if cfg.final_norm else set())
+    assert drawn_edges({e: edges[e] for e in dashed}) == res | outside
 
 
 def test_compact_columns_split_at_the_residual_stream_and_follow_the_norm_placement():
@@ -224,7 +226,8 @@ def test_compact_labels_are_short_and_true_to_the_config():
     nodes, edges, clusters = layout(diagram.layer_diagram(MINILM, seq=9, compact=True, highlight="drop1"))
     assert nodes["attn"]["label"] == "Self-Attention, 12 heads" and nodes["norm1"]["label"] == "LayerNorm"
     assert nodes["ffn_hidden"]["label"] == "W1 + GELU: 9×1536" and nodes["input"]["label"] == "Input 9×384"
-    assert max(len(n["label"]) for n in nodes.values()) <= 24  # one short line each
+    assert max(len(n["label"]) for n in nodes.values() if n["name"] != diagram.POSITIONS) <= 24  # one short line each
+    assert nodes[diagram.POSITIONS]["label"] == "Embeddings\\n+ sinusoidal positions"
     assert any(c["label"] == "Post-LN layer × 6" for c in clusters)
     drops = {e: a["label"] for e, a in edges.items() if a.get("label")}
     assert set(drops.values()) == {"dropout 0.1"} and len(drops) == 3  # drop1, the FFN's hidden, drop2
@@ -265,4 +268,4 @@ def test_compact_drawing_is_small_enough_to_draw_large(cfg):
 @pytest.mark.parametrize("title", HOSTILE_TITLES)
 def test_compact_hostile_titles_still_parse_and_change_no_node(title):
     svg = dot(diagram.layer_diagram(MINILM, title=title, compact=True), "svg")
-    assert svg.count('class="node"') == len(TAPS) and svg.count(">LayerNorm<") == 2 and "<b>" not in svg
+    assert svg.count('class="node"') == len(TAPS) + 1 and svg.count(">LayerNorm<") == 2 and "<b>" not in svg

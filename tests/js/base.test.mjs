@@ -188,11 +188,13 @@ test("mount: one view per parent, each payload given to it; only the latest call
   assert.deepEqual(made[1].got, []);
 });
 
-test("kept: all positions, or all but [CLS] and [SEP], never none", () => {
+test("kept: all positions, or all but the model's special positions, never none", () => {
   const tokens = ["[CLS]", "the", "cat", "[SEP]"];
-  assert.deepEqual(base.kept(tokens, false), [0, 1, 2, 3]);
-  assert.deepEqual(base.kept(tokens, true), [1, 2]);
-  assert.deepEqual(base.kept(["[CLS]", "[SEP]"], true), [0, 1]);
+  assert.deepEqual(base.kept(tokens, false, [0, 3]), [0, 1, 2, 3]);
+  assert.deepEqual(base.kept(tokens, true, [0, 3]), [1, 2]);
+  assert.deepEqual(base.kept(["<s>", "▁the", "</s>"], true, [0, 2]), [1], "RoBERTa's <s> and </s> by position");
+  assert.deepEqual(base.kept(["[CLS]", "x", "[SEP]"], true, []), [0, 1, 2], "a name alone hides nothing");
+  assert.deepEqual(base.kept(["[CLS]", "[SEP]"], true, [0, 1]), [0, 1]);
 });
 
 test("cut: the kept rows and columns, rows renormalised to sum to 1 (an empty row stays 0)", () => {
