@@ -115,6 +115,13 @@ def sentences(fr: ui.Frame, trace: Trace) -> None:
         st.caption("The sentences have different numbers of tokens, so there is no position-by-position difference.")
 
 
+def short_name(choice: str) -> str:
+    """A model choice's name for a map's title: the pretrained model's, a checkpoint's folder, "Custom model"."""
+    if choice == settings.PRETRAINED:
+        return export.PRETRAINED_TAG
+    return "Custom model" if choice == settings.CUSTOM else choice.removeprefix(settings.CHECKPOINT_PREFIX)
+
+
 SCALE_NOTES = {"fixed": "Colours run from 0 to 1 in both.", "auto": "Each map's colours stretch to its own largest weight.",
                "row": "Each row is coloured relative to its own largest weight."}
 
@@ -148,8 +155,9 @@ def two_models(fr: ui.Frame, trace: Trace) -> None:
         head = ui.widget(head_key, pick.container(width=120), options=range(run.num_heads))
         fig = attention.attention_heatmap(run, layer, head, scale=scale, presentation=fr.present)
         kind = tokenizer_kind(run.config.max_len, model.vocab_dir)
-        fig.update_layout(title_text=f"{label(ui.model_label(choice), 40)}: layer {layer}, head {head}",
-                          title_subtitle_text=f"{run.seq_len} {kind} tokens")
+        # the model's short name as the title (half a projector's width), what is drawn of it below
+        fig.update_layout(title_text=label(short_name(choice), 28),
+                          title_subtitle_text=f"layer {layer}, head {head} · {run.seq_len} {kind} tokens")
         col.plotly_chart(fig, config=export.png_config(export.export_name(
             run, "two-models", f"L{layer}", f"H{head}", model=export.model_tag(run.config, key))))
         if window := attention.window_note(run, layer):

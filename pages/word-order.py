@@ -19,25 +19,22 @@ def page() -> None:
     st.subheader("The positional encoding of this model")
     if cfg.positional == "none":
         st.info("This model has no positional encoding: positional = none.")
-    elif cfg.positional == "rotary":  # nothing is added to the embeddings: the table is the angles q and k turn by
-        table = position.rope_table(cfg, trace.seq_len)
-        theta = cfg.layer_theta(0)
-        left, right = st.columns(2)
-        left.plotly_chart(activations.positional_heatmap(table, f"Rotary angles of layer 0 (θ = {theta:g}): cos | sin, "
-                                                         f"{trace.seq_len} positions", presentation=fr.present),
-                          config=export.png_config(export.export_name(trace, "rotary", model=tag)))
-        right.plotly_chart(similarity.position_similarity(table, presentation=fr.present),
-                           config=export.png_config(export.export_name(trace, "rotary-similarity", model=tag)))
-        ui.caption(captions.rotary_caption(table, theta))
     else:
-        table = position.pe_table(cfg, trace.seq_len, fr.model)
+        if cfg.positional == "rotary":  # nothing is added to the embeddings: the table is the angles q and k turn by
+            table, theta = position.rope_table(cfg, trace.seq_len), cfg.layer_theta(0)
+            title, name = f"RoPE angles (θ = {theta:g})", "rotary"  # cos, then sin, of layer 0's turns
+            caption = captions.rotary_caption(table, theta)
+        else:
+            table = position.pe_table(cfg, trace.seq_len, fr.model)
+            title, name = f"{cfg.positional.capitalize()} positional encoding", "positional"
+            caption = captions.position_caption(table, cfg.positional, captions.is_trained(fr.model_key))
         left, right = st.columns(2)
-        left.plotly_chart(activations.positional_heatmap(table, f"{cfg.positional.capitalize()} positional encoding, "
-                                                         f"{trace.seq_len} positions", presentation=fr.present),
-                          config=export.png_config(export.export_name(trace, "positional", model=tag)))
+        left.plotly_chart(activations.positional_heatmap(table, f"{title}, {trace.seq_len} positions",
+                                                         presentation=fr.present),
+                          config=export.png_config(export.export_name(trace, name, model=tag)))
         right.plotly_chart(similarity.position_similarity(table, presentation=fr.present),
-                           config=export.png_config(export.export_name(trace, "position-similarity", model=tag)))
-        ui.caption(captions.position_caption(table, cfg.positional, captions.is_trained(fr.model_key)))
+                           config=export.png_config(export.export_name(trace, f"{name}-similarity", model=tag)))
+        ui.caption(caption)
 
     st.subheader("Shuffle the words")
     ui.caption(captions.shuffle_intro(cfg.positional, cfg.window))

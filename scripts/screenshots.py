@@ -3,6 +3,8 @@
     .venv-test/bin/python -m scripts.screenshots                 # pretrained model, every page, four sizes
     .venv-test/bin/python -m scripts.screenshots --model custom  # a small custom Pre-LN GELU model instead
     .venv-test/bin/python -m scripts.screenshots --pages heatmaps side-by-side --sizes 1280x720p
+    .venv-test/bin/python -m scripts.screenshots --model modern   # the sidebar's ModernBERT-style preset
+    ENCODER_EXPLORER_MODELS=DIR .venv-test/bin/python -m scripts.screenshots --param model=ckpt:NAME  # a checkpoint
 
 Sizes: 1024x768 and 1280x720 in presentation mode (what a classroom projector shows: one viewport, the sidebar
 folded away), 1440x900 and 420x900 without it (full page). A size ending in "p" turns presentation mode on.
@@ -20,7 +22,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from devkit.server import READY, launch, streamlit_server
-from ui import pages
+from ui import pages, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "artifacts" / "screenshots"
@@ -32,6 +34,7 @@ MODELS = {
     "pretrained": {},
     "custom": {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "256", "num_layers": "2", "norm": "pre",
                "activation": "gelu", "positional": "learned"},
+    "modern": {"model": "custom"} | {k: settings.SETTINGS[k].format(v) for k, v in settings.PRESETS["ModernBERT-style"].items()},
 }
 # Idle for `ms` with the frame drawn and every chart that has started drawing finished (plotly and graphviz SVGs).
 SETTLED_JS = """([ready, ms]) => {
@@ -84,8 +87,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pages", nargs="*", help="URL paths (default: every page of ui/pages.py)")
     parser.add_argument("--sizes", nargs="*", default=list(SIZES))
     parser.add_argument("--text", help="the sentence (default: the app's)")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="any other setting for the URL, e.g. model=ckpt:NAME or compare=models (repeatable)")
     args = parser.parse_args(argv)
-    params = dict(MODELS[args.model]) | ({"text": args.text} if args.text else {})
+    extra = dict(p.split("=", 1) for p in args.param)
+    params = dict(MODELS[args.model]) | ({"text": args.text} if args.text else {}) | extra
     paths = ([entry.url.lstrip("/") for entry in pages.PAGES] if not args.pages
              else ["" if p in ("", "/", DEFAULT_PATH) else p for p in args.pages])
     OUT.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ import torch
 
 import encoder
 from encoder.analysis import embeddings, position
-from encoder.analysis.variants import variant
+from encoder.analysis.variants import variant, variant_config
 from encoder.tokenizer import pretrained_available
 from encoder.viz import activations, attention, similarity  # noqa: F401 (imported before gc.freeze below: plotly, pandas)
 
@@ -169,7 +169,7 @@ def get_variant(model_key: str, device: str, changes: tuple[tuple[str, Any], ...
 
     def build() -> encoder.Encoder:
         base = get_model(model_key, device)
-        check_budget(base.cfg.replace(**dict(changes)))
+        check_budget(variant_config(base.cfg, **dict(changes)))
         return variant(base, **dict(changes))
 
     return CACHE.get(("variant", model_key, device, changes), build)

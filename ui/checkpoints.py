@@ -19,10 +19,11 @@ from pathlib import Path
 
 from encoder.pretrained import REQUIRED_FILES, CheckpointInfo, describe, model_folder
 
-from .resources import check_budget
+from .resources import budget_bytes, check_budget
 
 MODELS_ENV = "ENCODER_EXPLORER_MODELS"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+NBSP = "\u00a0"  # keeps a number on the line of its unit in the sidebar's narrow column
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,8 @@ class Checkpoint:
         if self.info is None:
             return ""
         cfg = self.info.config
-        return (f"{self.info.label} · {cfg.num_layers} layers × {cfg.num_heads} heads, d_model {cfg.d_model} · "
-                f"{_count(self.info.params)} parameters · {_size(self.info.file_bytes)}")
+        return (f"{self.info.label} · {cfg.num_layers} layers × {cfg.num_heads} heads, d_model{NBSP}{cfg.d_model} · "
+                f"{_count(self.info.params)}{NBSP}parameters · {_size(self.info.file_bytes)}")
 
 
 def models_root() -> Path | None:
@@ -111,12 +112,8 @@ def _examine(root: Path, child: Path) -> Checkpoint:
     if outside:
         return Checkpoint(name, None, f"Its {outside[0]} is a link that leads out of the models folder, which is "
                                       "never followed; copy the file into the folder.")
-    try:
-        info = _describe(str(folder), _stamp(folder))
-        check_budget(info.config)
-    except ValueError as err:
-        return Checkpoint(name, None, str(err))
-    return Checkpoint(name, info)
+    info, reason = _read(str(folder), _stamp(folder), budget_bytes())
+    return Checkpoint(name, info, reason)
 
 
 def _stamp(folder: Path) -> tuple:
@@ -133,9 +130,15 @@ def _stamp(folder: Path) -> tuple:
 
 
 @functools.lru_cache(maxsize=256)
-def _describe(folder: str, stamp: tuple) -> CheckpointInfo:
-    """describe() once per folder and version of its files (the listing runs on every script run)."""
-    return describe(folder)
+def _read(folder: str, stamp: tuple, budget: int) -> tuple[CheckpointInfo | None, str]:
+    """describe() and the budget check, once per folder, version of its files and budget (the listing runs several
+    times in every script run): (what it holds, '') or (None, why it cannot load)."""
+    try:
+        info = describe(folder)
+        check_budget(info.config)
+    except ValueError as err:
+        return None, str(err)
+    return info, ""
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -147,8 +150,10 @@ def _inside(path: Path, root: Path) -> bool:
 
 
 def _count(n: int) -> str:
-    return f"{n / 1e9:.1f} B" if n >= 1e9 else f"{n / 1e6:.1f} M" if n >= 1e5 else f"{n / 1e3:.0f} k"
+    return f"{n / 1e9:.1f}{NBSP}B" if n >= 1e9 else f"{n / 1e6:.1f}{NBSP}M" if n >= 1e5 else f"{n / 1e3:.0f}{NBSP}k"
 
 
 def _size(n: int) -> str:
-    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 2**10:.0f} kB"
+    if n >= 2**30:
+        return f"{n / 2**30:.1f}{NBSP}GB"
+    return f"{n / 2**20:.1f}{NBSP}MB" if n >= 2**20 else f"{n / 2**10:.0f}{NBSP}kB"

@@ -204,8 +204,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("compare", "norm", str, tuple(COMPARE_LABELS), label="Compare", widget="segmented", names=COMPARE_LABELS),
         # Compare's second model (its options: what exists on this server), with its own layer and head
         Setting("model_b", CUSTOM, str, label="Second model", widget="selectbox"),
-        Setting("layer_b", 0, int, None, 0, MAX_LAYERS - 1, label="Layer (second model)", widget="slider"),
-        Setting("head_b", 0, int, None, 0, max(HEAD_OPTIONS) - 1, label="Head (second model)", widget="selectbox"),
+        Setting("layer_b", 0, int, None, 0, MAX_LAYERS - 1, label="Layer", widget="slider"),  # under the second map
+        Setting("head_b", 0, int, None, 0, max(HEAD_OPTIONS) - 1, label="Head", widget="selectbox"),
         Setting("text_b", SECOND_SENTENCE, str, label="Second sentence", widget="text_area"),
         Setting("word", "it", str, label="Token to follow", widget="text_input"),
         Setting("step", 0, int, None, 0, 30),  # moved by the Previous / Next buttons

@@ -6,9 +6,17 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from ..config import EncoderConfig
 from ..model import Encoder, sinusoidal_table
 from ..tokenizer import SPACE_MARK
 from ..trace import Trace
+
+
+def variant_config(config: EncoderConfig, **changes: object) -> EncoderConfig:
+    """The config of variant(model, **changes): RoBERTa's position offset goes with its table when that is left out."""
+    if changes.get("positional", "learned") != "learned" and config.pos_offset:
+        changes = {**changes, "pos_offset": 0}
+    return config.replace(**changes)
 
 
 def variant(model: Encoder, **changes: object) -> Encoder:
@@ -18,9 +26,7 @@ def variant(model: Encoder, **changes: object) -> Encoder:
     positions simply leaves the position table out. The variant shares the original's tensors (nothing here
     writes to them), so it costs no extra memory.
     """
-    if changes.get("positional", "learned") != "learned" and model.cfg.pos_offset:
-        changes = {**changes, "pos_offset": 0}  # RoBERTa's offset belongs to its position table, which is left out
-    cfg = model.cfg.replace(**changes)
+    cfg = variant_config(model.cfg, **changes)
     if cfg == model.cfg:
         return model
     with torch.device("meta"):

@@ -80,7 +80,7 @@ def _compact_node_text(cfg: EncoderConfig, wire: Wire, seq: int | None, layer: i
         return ["+"], {"shape": "circle", "style": "filled", "width": "0.3", "fixedsize": "true"}
     if _skipped(cfg, wire, layer):
         return ["no LayerNorm"], {"style": "filled,rounded,dashed"}
-    return _node_text(cfg, wire, layer)
+    return ["LayerNorm"], {}  # the heading says "no biases" once for all of them
 
 
 def _skipped(cfg: EncoderConfig, wire: Wire, layer: int) -> bool:
@@ -118,11 +118,11 @@ def _positions_text(cfg: EncoderConfig, compact: bool) -> tuple[list[str], str, 
         thetas = f"θ {cfg.rope_theta:,.0f}" + (f", window layers {cfg.rope_theta_local:,.0f}"
                                                 if cfg.window and cfg.rope_theta_local != cfg.rope_theta else "")
         if compact:  # the attention node says "RoPE on q, k": an edge across the drawing would cross its columns
-            return ["Embeddings", "RoPE: in attention"], "input", ""
+            return ["Embeddings; RoPE in attention"], "input", ""
         return ["Rotary positions (RoPE)", thetas], "attn", _text("turns q and k", "in every layer")
     kind = {"sinusoidal": "sinusoidal", "learned": "learned"}.get(cfg.positional)
     if compact:
-        return ["Embeddings", f"+ {kind} positions" if kind else "no positions"], "input", ""
+        return [f"Embeddings + {kind} positions" if kind else "Embeddings, no positions"], "input", ""
     lines = ["Embeddings", f"token + {kind} positions" if kind else "token only: no positional encoding"]
     return lines, "input", _text("into layer 0")
 

@@ -227,7 +227,7 @@ def test_compact_labels_are_short_and_true_to_the_config():
     assert nodes["attn"]["label"] == "Self-Attention, 12 heads" and nodes["norm1"]["label"] == "LayerNorm"
     assert nodes["ffn_hidden"]["label"] == "W1 + GELU: 9×1536" and nodes["input"]["label"] == "Input 9×384"
     assert max(len(n["label"]) for n in nodes.values() if n["name"] != diagram.POSITIONS) <= 24  # one short line each
-    assert nodes[diagram.POSITIONS]["label"] == "Embeddings\\n+ sinusoidal positions"
+    assert nodes[diagram.POSITIONS]["label"] == "Embeddings + sinusoidal positions"
     assert any(c["label"] == "Post-LN layer × 6" for c in clusters)
     drops = {e: a["label"] for e, a in edges.items() if a.get("label")}
     assert set(drops.values()) == {"dropout 0.1"} and len(drops) == 3  # drop1, the FFN's hidden, drop2
@@ -269,3 +269,85 @@ def test_compact_drawing_is_small_enough_to_draw_large(cfg):
 def test_compact_hostile_titles_still_parse_and_change_no_node(title):
     svg = dot(diagram.layer_diagram(MINILM, title=title, compact=True), "svg")
     assert svg.count('class="node"') == len(TAPS) + 1 and svg.count(">LayerNorm<") == 2 and "<b>" not in svg
+
+
+# ---------------------------------------------------------------- the settings of later encoders (issue 20)
+MODERN = encoder.EncoderConfig(d_model=256, num_heads=4, d_ff=384, num_layers=6, dropout=0.0, norm="pre",
+                               final_norm=True, positional="rotary", rope_theta=160000.0, ffn="geglu", bias=False,
+                               window=8, global_every=3)
+KINDS = {"sinusoidal": "sinusoidal positions", "learned": "learned positions", "rotary": "RoPE", "none": "no positions"}
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["full", "compact"])
+@pytest.mark.parametrize("positional", list(KINDS))
+def test_the_positional_encoding_is_drawn_for_every_kind(positional, compact):
+    cfg = MINILM.replace(positional=positional)
+    nodes, edges, clusters = layout(diagram.layer_diagram(cfg, compact=compact))
+    assert set(nodes) == {*TAPS, diagram.POSITIONS}  # every tap, and the positions outside the repeated layer
+    label = nodes[diagram.POSITIONS]["label"]
+    if positional == "rotary" and not compact:
+        assert "Rotary positions (RoPE)" in label and "θ 10,000" in label
+        assert "turns q and k" in edges[diagram.POSITIONS, "attn"]["label"]  # into every attention, not the input
+        assert edges[diagram.POSITIONS, "input"]["style"] == "invis"
+    else:
+        assert KINDS[positional] in label or (positional == "none" and "no positional encoding" in label), label
+        assert edges[diagram.POSITIONS, "input"]["style"] == "dashed"
+    if positional == "rotary" and compact:
+        assert "RoPE on q, k" in nodes["attn"]["label"]
+    layer_cluster = next(c for c in clusters if c["name"] == "cluster_layer")
+    inside = {o["name"] for o in json.loads(dot(diagram.layer_diagram(cfg, compact=compact), "json"))["objects"]
+              if o.get("_gvid") in layer_cluster["nodes"]}
+    assert diagram.POSITIONS not in inside
+
+
+@pytest.mark.parametrize(("ffn", "full", "short"), [("geglu", "GELU(x W) ⊙ (x V)", "GeGLU W, V: 9×48"),
+                                                     ("swiglu", "SiLU(x W) ⊙ (x V)", "SwiGLU W, V: 9×48")])
+def test_a_gated_feed_forward_is_drawn_as_its_gate(ffn, full, short):
+    cfg = MINILM.replace(d_model=32, num_heads=4, d_ff=48, ffn=ffn)
+    assert full in layout(diagram.layer_diagram(cfg, seq=9))[0]["ffn_hidden"]["label"]
+    assert layout(diagram.layer_diagram(cfg, seq=9, compact=True))[0]["ffn_hidden"]["label"] == short
+    assert "(9, 48)" in layout(diagram.layer_diagram(cfg, seq=9))[1]["ffn_hidden", "ffn"]["label"]  # d_ff wide
+
+
+def test_no_biases_are_drawn_on_every_linear_and_layer_norm():
+    nodes, _, clusters = layout(diagram.layer_diagram(MINILM.replace(bias=False)))
+    assert nodes["ffn"]["label"] == "Linear W2 (no bias)" and nodes["norm1"]["label"] == "LayerNorm (no β)"
+    assert "(no bias)" in nodes["attn"]["label"] and "(no bias)" in nodes["ffn_hidden"]["label"]
+    assert any("no biases in any Linear or LayerNorm" in c["label"] for c in clusters)
+    compact = layout(diagram.layer_diagram(MINILM.replace(bias=False), compact=True))[2]
+    assert any(c["label"] == "Post-LN layer × 6, no biases" for c in compact)
+    assert "bias" not in " ".join(n["label"] for n in layout(diagram.layer_diagram(MINILM))[0].values())
+
+
+def test_the_window_is_drawn_for_the_layer_shown():
+    """global_every=3: layers 0 and 3 attend globally, the others in the window of 8 tokens (4 on each side)."""
+    for layer, full, short in ((0, "global attention in layer 0", "global"), (1, "layer 1: sliding window, keys ±4",
+                                                                           "window ±4"), (3, "global", "global")):
+        nodes, _, clusters = layout(diagram.layer_diagram(MODERN, layer=layer))
+        assert full in nodes["attn"]["label"] and any(f"drawn: layer {layer}" in c["label"] for c in clusters)
+        compact = layout(diagram.layer_diagram(MODERN, layer=layer, compact=True))
+        assert compact[0]["attn"]["label"].endswith(short) and "RoPE on q, k" in compact[0]["attn"]["label"]
+        assert any(f"layer {layer}" in c["label"] for c in compact[2])
+    assert "window" not in layout(diagram.layer_diagram(MINILM, layer=1))[0]["attn"]["label"]
+
+
+def test_the_final_layer_norm_can_be_highlighted():
+    nodes = layout(diagram.layer_diagram(MODERN, highlight=diagram.FINAL))[0]
+    assert nodes[diagram.FINAL]["color"] == diagram.HIGHLIGHT
+    assert layout(diagram.layer_diagram(MODERN, highlight=diagram.FINAL, compact=True))[0][diagram.FINAL]["color"] \
+        == diagram.HIGHLIGHT
+
+
+def test_a_modernbert_style_layer_draws_every_tap_and_its_compact_drawing_still_draws_large(trace):
+    """Every setting at once (rotary, GeGLU, no bias, Pre-LN, final norm, window): every tap of the wiring table is a
+    node, DOT parses, and the compact drawing fits a projector column at 14 px text, with the statistics too."""
+    full_nodes, full_edges, _ = layout(diagram.layer_diagram(MODERN, seq=16, layer=1))
+    assert set(full_nodes) == {*TAPS, diagram.POSITIONS, diagram.FINAL}
+    assert {(t, h) for t, h, _ in flow_edges("pre")} <= set(full_edges)
+    scale = style.MIN_PRESENT_FONT / float(diagram.COMPACT_FONT)
+    stats = trace.stats()
+    for seq, rows in ((None, None), (16, None), (9, stats)):
+        cfg = MODERN if rows is None else trace.config.replace(bias=False, positional="rotary", window=4)
+        compact = json.loads(dot(diagram.layer_diagram(cfg, stats=rows, layer=1, seq=seq, compact=True), "json"))["bb"]
+        width, height = (float(v) for v in compact.split(",")[2:])
+        assert height * scale <= style.DIAGRAM_HEIGHT and width * scale <= 420, (width, height)
