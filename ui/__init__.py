@@ -113,13 +113,13 @@ def refused_checkpoints(where: Any = None) -> None:
         box.caption(literal(f"{c.name}: {c.reason}"))  # folder names and reasons as text, never Markdown
 
 
-def _unavailable(choice: str) -> str:
-    """Why a model named in a link cannot be used here."""
+def _unavailable(choice: str, instead: str) -> str:
+    """Why a model named in a link cannot be used here, and what is used instead."""
     name = choice.removeprefix(settings.CHECKPOINT_PREFIX)
     entry = checkpoints.find(name) if choice.startswith(settings.CHECKPOINT_PREFIX) else None
-    if entry is not None and entry.info is None:
-        return f"The model {choice!r} is not available here: {entry.reason}"
-    return f"The model {choice!r} is not available here."
+    if entry is not None and entry.info is None:  # a folder of the models directory that cannot load: say why
+        return f"The model {choice!r} is not available here: {entry.reason} {instead[0].upper()}{instead[1:]}."
+    return f"The model {choice!r} is not available here; {instead}."
 
 
 def check_url_values(values: dict[str, Any]) -> list[str]:
@@ -130,11 +130,11 @@ def check_url_values(values: dict[str, Any]) -> list[str]:
         values["device"] = settings.AUTO_DEVICE
     choices = model_choices()
     if values["model"] not in choices:
-        problems.append(f"{_unavailable(values['model'])} Using {model_label(choices[0])}.")
+        problems.append(_unavailable(values["model"], f"using {model_label(choices[0])}"))
         values["model"] = choices[0]
     if values["model_b"] not in choices:
         fallback = settings.CUSTOM if values["model"] != settings.CUSTOM or len(choices) < 2 else choices[0]
-        problems.append(f"{_unavailable(values['model_b'])} Compare's second model is {model_label(fallback)}.")
+        problems.append(_unavailable(values["model_b"], f"Compare's second model is {model_label(fallback)}"))
         values["model_b"] = fallback
     return problems
 
