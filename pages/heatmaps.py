@@ -3,9 +3,11 @@
 import streamlit as st
 
 import ui
+from encoder import Trace
 from encoder.analysis.measures import MEASURES
 from encoder.viz import attention, export, purpose
-from ui import heatmap, pages
+from encoder.viz.axes import special_names
+from ui import captions, heatmap, pages
 
 
 def rollout_view(fr: ui.Frame, trace, tag: str) -> None:
@@ -13,8 +15,11 @@ def rollout_view(fr: ui.Frame, trace, tag: str) -> None:
     offers the same rollout with the map's switches)."""
     row = st.container(horizontal=True, vertical_alignment="bottom")
     layer = ui.layer_slider(trace.num_layers, row.container(width="stretch"))
-    hide = ui.widget("hide_special", row.container(width="content"))
-    fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.tokens, layer, hide_special=hide,
+    # The model's own special tokens, from its tokenizer.json: as text, never as Markdown or HTML
+    hide = ui.widget("hide_special", row.container(width="content"),
+                     label=ui.literal(captions.hide_label(trace.special_tokens)), disabled=not captions.hides_any(trace))
+    fig = purpose.rollout_heatmap(ui.get_rollout(fr)[layer], trace.labels, layer, hide_special=hide,
+                                  special=trace.special_positions, special_names=hide_names(trace),
                                   presentation=fr.present)
     st.plotly_chart(fig, config=export.png_config(export.export_name(trace, "rollout", f"L{layer}", model=tag)))
     ui.caption("Attention rollout (Abnar & Zuidema, 2020) estimates how much each input token reaches each "
@@ -22,6 +27,11 @@ def rollout_view(fr: ui.Frame, trace, tag: str) -> None:
                "identity (the residual connection), its rows are renormalised, and the layers are multiplied. "
                "It ignores the values, the feed-forward sub-layers and the differences between heads, so read it "
                "as a rough map of where information can have come from, not as an explanation.")
+
+
+def hide_names(trace: Trace, joint: str = "/") -> str:
+    """The model's special tokens, as the notes name them: "[CLS]/[SEP]", "<s>/</s>"."""
+    return special_names(trace.special_tokens, joint)
 
 
 @ui.fragment
@@ -45,6 +55,8 @@ def attention_view() -> None:
                "the map (raw attention: softmax(QKᵀ/√d_k), every row summing to 1). Layer, head, measure, hidden "
                "special tokens and the colour scale switch in the browser; hover a cell for its value, and the PNG "
                "button saves the map for slides.")
+    if window := attention.window_note(trace, sel["layer"], band=False):
+        st.caption(window)  # kept when presenting: it says why part of every row is 0
     download(fr, trace, sel, tag)
 
 

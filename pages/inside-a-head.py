@@ -46,7 +46,7 @@ def inside_a_head() -> None:
                + ("without waiting." if headview.ships_all(fr, trace) else
                   "but this input is too long for all layers at once: a layer not yet there takes a moment."))
     layer, head, query = sel["layer"], sel["head"], sel["query"]
-    tokens = trace.tokens
+    tokens = trace.labels
     st.subheader(f"Inside layer {layer}, head {head}")
     cols = st.columns([2, 5], vertical_alignment="bottom")
     query = ui.widget("query", cols[0], options=range(trace.seq_len),

@@ -38,7 +38,7 @@ def output_effect(fr: ui.Frame, trace, knocked, knocks: purpose.Knocks) -> None:
     if not knocks and not fr.present:  # on a projector the chart's title says it, and every bar is 0
         st.info(NOTHING)
     st.subheader("Each token's final vector")
-    change = fig.output_change(trace.output, knocked.output, trace.tokens)
+    change = fig.output_change(trace.output, knocked.output, trace.labels)
     if not fr.present:
         change_metrics(change)
     title = "Change of each token's output vector" + (" (nothing knocked out)" if not knocks else "")
@@ -118,7 +118,7 @@ def attention_effect() -> None:
         st.info(f"Layer {layer} attends exactly as in the intact model: the knock-outs come after it, or it is the "
                 "knocked-out layer itself (its patterns are computed before its output is zeroed).")
         return
-    diff = attention.attention_difference(after, before, trace.tokens, f"Knocked out minus intact, layer {layer}, {who}",
+    diff = attention.attention_difference(after, before, trace.labels, f"Knocked out minus intact, layer {layer}, {who}",
                                           presentation=fr.present)
     st.plotly_chart(diff, config=export.png_config(export.export_name(trace, "knockout-diff", f"L{layer}")))
     ui.caption("Red: the query attends more to that key after the knock-out; blue: less.")

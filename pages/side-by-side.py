@@ -1,13 +1,16 @@
-"""Compare: the same weights in Post-LN and Pre-LN, or one model on two sentences."""
+"""Compare: the same weights in Post-LN and Pre-LN, one model on two sentences, or two models on one sentence."""
 
 import streamlit as st
 
 import ui
 from encoder import Trace
 from encoder.analysis import variants
+from encoder.tokenizer import tokenizer_kind
 from encoder.viz import activations, attention, export
+from encoder.viz.axes import special_names
 from encoder.viz.teaching import token_attention
-from ui import captions, pages
+from encoder.viz.text import label
+from ui import captions, pages, settings
 
 LONG = 256  # tokens above which the difference map is drawn only on request (page payload <= 3 MB at 512)
 
@@ -39,7 +42,8 @@ def placements(fr: ui.Frame, trace: Trace) -> None:
     # looks like"), there just below the pair, whose column title already says "(rewired)": the pair stays whole
     # on a 720 px screen.
     note = (f"{rewired} Here {captions.cls_share(runs[other], layer, head):.0%} of its rows put their largest weight "
-            "on [CLS] or [SEP]." if rewired else "")
+            f"on {special_names(trace.special_tokens, ' or ')}." if rewired else "")
+    note = ui.literal(note)  # it names the model's special tokens, which its tokenizer.json spells
     if note and not fr.present:
         st.warning(note, icon=":material/warning:")
     tag = export.model_tag(trace.config, fr.model_key)
@@ -52,7 +56,7 @@ def placements(fr: ui.Frame, trace: Trace) -> None:
     left, right = st.columns(2)
     # Past LONG tokens the exact pair above is already ~3 MB; the difference map (another ~1.5 MB) comes on request.
     if trace.seq_len <= LONG or ui.widget("diff_long", left):
-        diff = attention.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.tokens,
+        diff = attention.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.labels,
                                               "Post-LN − Pre-LN", presentation=fr.present)
         left.plotly_chart(diff, config=export.png_config(export.export_name(trace, "post-minus-pre", f"L{layer}",
                                                                             f"H{head}", model=tag)))
@@ -87,20 +91,21 @@ def sentences(fr: ui.Frame, trace: Trace) -> None:
     layer_col, word_col = cols if trace.num_layers > 1 else cols[::-1]  # no gap where a 1-layer model has no slider
     layer = ui.layer_slider(trace.num_layers, layer_col)
     word = ui.widget("word", word_col)
-    ia, ib = variants.find_token(trace.tokens, word), variants.find_token(other.tokens, word)
+    ia, ib = variants.find_token(trace.labels, word), variants.find_token(other.labels, word)
     if ia is None or ib is None:
-        st.info("Pick a token that appears in both sentences (as a WordPiece token, lowercase for this model).")
+        st.info("Pick a token that appears in both sentences, as this model's tokenizer splits them (an uncased "
+                "model lowercases every word).")
         return
     ra, rb = variants.token_rows(trace, ia, layer), variants.token_rows(other, ib, layer)
     tag = export.model_tag(trace.config, fr.model_key)
     # Stacked, each the full width: the two sentences' tokens differ, so the maps cannot share an axis.
     for which, run, rows in (("First", trace, ra), ("Second", other, rb)):
-        st.plotly_chart(token_attention(rows, run.tokens, word, f"{which} sentence, layer {layer}",
+        st.plotly_chart(token_attention(rows, run.labels, word, f"{which} sentence, layer {layer}",
                                         presentation=fr.present),
                         config=export.png_config(export.export_name(run, "token-attention", f"L{layer}", word,
                                                                     model=tag)))
     if len(trace.tokens) == len(other.tokens):
-        fig = token_attention(ra - rb, trace.tokens, word, f"Difference (first minus second), layer {layer}", diff=True,
+        fig = token_attention(ra - rb, trace.labels, word, f"Difference (first minus second), layer {layer}", diff=True,
                               presentation=fr.present)
         st.plotly_chart(fig, config=export.png_config(export.export_name(trace, "token-diff", f"L{layer}", word,
                                                                          model=tag)))
@@ -110,12 +115,68 @@ def sentences(fr: ui.Frame, trace: Trace) -> None:
         st.caption("The sentences have different numbers of tokens, so there is no position-by-position difference.")
 
 
+def short_name(choice: str) -> str:
+    """A model choice's name for a map's title: the pretrained model's, a checkpoint's folder, "Custom model"."""
+    if choice == settings.PRETRAINED:
+        return export.PRETRAINED_TAG
+    return "Custom model" if choice == settings.CUSTOM else choice.removeprefix(settings.CHECKPOINT_PREFIX)
+
+
+SCALE_NOTES = {"fixed": "Colours run from 0 to 1 in both.", "auto": "Each map's colours stretch to its own largest weight.",
+               "row": "Each row is coloured relative to its own largest weight."}
+
+
+def two_models(fr: ui.Frame, trace: Trace) -> None:
+    """The same sentence in the sidebar's model and a second one, each map on its own tokens, layer and head."""
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    second = ui.widget("model_b", row.container(width="stretch"), options=ui.model_choices(),
+                       format_func=ui.model_label)
+    values_b = dict(fr.values, model=second)
+    try:
+        key_b = ui.model_key_of(values_b)  # a custom second model: the sidebar's config
+        model_b = ui.get_model(key_b, fr.device)
+        other = ui.get_trace(key_b, fr.device, trace.text, trace.train)
+    except ValueError as err:
+        st.error(ui.literal(f"The second model cannot run: {settings.config_problem(values_b, err)}"))
+        return
+    except (RuntimeError, MemoryError) as err:
+        st.error(f"The second model could not run this input ({type(err).__name__}). Try a shorter sentence.")
+        return
+    scale = ui.widget("scale", row.container(width="content"))
+    sides = ((trace, fr.model, fr.values["model"], fr.model_key, ("layer", "head")),
+             (other, model_b, second, key_b, ("layer_b", "head_b")))
+    for col, (run, model, choice, key, (layer_key, head_key)) in zip(st.columns(2), sides, strict=True):
+        pick = col.container(horizontal=True, vertical_alignment="bottom")
+        if run.num_layers == 1:
+            ui.state.put(layer_key, 0)
+            layer = 0
+        else:
+            layer = ui.widget(layer_key, pick.container(width="stretch"), hi=run.num_layers - 1)
+        head = ui.widget(head_key, pick.container(width=120), options=range(run.num_heads))
+        fig = attention.attention_heatmap(run, layer, head, scale=scale, presentation=fr.present)
+        kind = tokenizer_kind(run.config.max_len, model.vocab_dir)
+        # the model's short name as the title (half a projector's width), what is drawn of it below
+        fig.update_layout(title_text=label(short_name(choice), 28),
+                          title_subtitle_text=f"layer {layer}, head {head} · {run.seq_len} {kind} tokens")
+        col.plotly_chart(fig, config=export.png_config(export.export_name(
+            run, "two-models", f"L{layer}", f"H{head}", model=export.model_tag(run.config, key))))
+        if window := attention.window_note(run, layer):
+            col.caption(window)
+    same = trace.tokens == other.tokens
+    ui.caption(ui.literal(
+        ("Both models cut this sentence into the same tokens, so the two maps line up cell by cell. " if same else
+         f"Each model reads the sentence with its own tokenizer: {trace.seq_len} tokens on the left, {other.seq_len} "
+         "on the right, so each map has its own axes and a cell is not the same pair of words in both. ")
+        + "Each map is one head of one layer of its own model: the layers and heads of two models are not "
+          "counterparts. " + SCALE_NOTES[scale]))
+
+
 def page() -> None:
     """The comparison the Compare setting chooses."""
     fr, trace = ui.need_trace()
     # On a projector the options name themselves: without the label the main figure is whole on screen at first load.
     mode = ui.widget("compare", label_visibility="collapsed" if fr.present else "visible")
-    (placements if mode == "norm" else sentences)(fr, trace)
+    {"norm": placements, "sentences": sentences, "models": two_models}[mode](fr, trace)
 
 
 pages.show(page)

@@ -27,12 +27,13 @@ def choose_tokens(tokens: list[str]) -> list[str]:
 def trajectories_view() -> None:
     """A highlight change reruns only this part; the projection is computed once per trace."""
     fr, trace = ui.need_trace()
-    chosen = choose_tokens(trace.tokens)
-    highlight = [i for word in chosen for i, t in enumerate(trace.tokens) if t == word]  # colours follow this order
+    tokens = trace.labels  # as the figures show them (byte-level BPE's "Ġit" reads "▁it"), in the menu and the URL
+    chosen = choose_tokens(tokens)
+    highlight = [i for word in chosen for i, t in enumerate(tokens) if t == word]  # colours follow this order
     points, shares = purpose.get_trajectories(fr)  # (depth, seq, 2), the two components' shares of the variance
     name = export.export_name(trace, "trajectories")
     subtitle = f"“{label(' '.join(trace.text.split()), 90)}”"
-    st.plotly_chart(fig.trajectories(points, trace.tokens, highlight, shares, subtitle=subtitle, presentation=fr.present),
+    st.plotly_chart(fig.trajectories(points, tokens, highlight, shares, subtitle=subtitle, presentation=fr.present),
                     config=export.png_config(name))
     kept = float(shares[0] + shares[1])
     ui.caption(f"One PCA, fitted on all {trace.num_layers + 1} × {trace.seq_len} token vectors at once (after the "
@@ -43,15 +44,15 @@ def trajectories_view() -> None:
                "in all dimensions, before trusting it.")
     table = pd.DataFrame([{"position": i, "token": t, "depth": d, "pc1": float(points[d, i, 0]),
                            "pc2": float(points[d, i, 1])}
-                          for i, t in enumerate(trace.tokens) for d in range(points.shape[0])])
+                          for i, t in enumerate(tokens) for d in range(points.shape[0])])
     st.download_button("Download coordinates (CSV)", table.to_csv(index=False), file_name=f"{name}.csv",
                        mime="text/csv", icon=":material/download:")
 
     if len(chosen) < 2:
         st.info("Highlight two or more tokens (e.g. “it” and “animal”) to measure how close they get, layer by layer.")
         return
-    source, *targets = [trace.tokens.index(t) for t in chosen]  # first occurrences
-    cosines = {f"{trace.tokens[j]} ({j})": embeddings.token_similarity(trace, source, j) for j in targets}
+    source, *targets = [tokens.index(t) for t in chosen]  # first occurrences
+    cosines = {f"{tokens[j]} ({j})": embeddings.token_similarity(trace, source, j) for j in targets}
     colours = [fig.highlight_colour(highlight.index(j)) for j in targets]
     st.plotly_chart(fig.depth_similarity(cosines, chosen[0], colours, presentation=fr.present),
                     config=export.png_config(export.export_name(trace, "token-similarity", chosen[0])))

@@ -1,11 +1,19 @@
 """Step through a layer: walk one encoder layer's data flow, node by node, with the tensor at each stop."""
 
 import streamlit as st
+import torch
 
 import ui
 from encoder.viz import activations, diagram, export, style
 from ui import pages
-from ui.steps import layer_steps
+from ui.steps import FINAL, layer_steps
+
+
+def tensor_stats(x: torch.Tensor) -> dict[str, float]:
+    """Mean, std, RMS and share of exact zeros of one (seq, width) tensor, as Trace.stats() gives them for a tap."""
+    wide = x.double()
+    return {"mean": float(wide.mean()), "std": float(wide.std(correction=0)), "rms": float(wide.square().mean().sqrt()),
+            "zero_frac": float((x == 0).double().mean())}
 
 
 def page() -> None:
@@ -23,6 +31,7 @@ def page() -> None:
     buttons.button("Next", icon=":material/arrow_forward:", on_click=ui.state.put,
                    args=("step", at + 1), disabled=at == len(steps) - 1)
     layer = ui.layer_slider(trace.num_layers, cols[-1])
+    steps = layer_steps(trace.config, layer)  # the same stops; their prose follows the layer (its window, its theta)
     step = steps[at]
     cols[1].progress((at + 1) / len(steps), text=f"Step {at + 1} of {len(steps)}: {step.title}")
 
@@ -38,15 +47,17 @@ def page() -> None:
         st.subheader(step.title)
         if trace.train and step.key in ("drop1", "drop2"):
             st.caption("Training mode is on: the tensor shown is the sub-layer output before dropout.")
-        x = trace.taps[layer][step.tap]
+        final = step.tap == FINAL  # the stack's final LayerNorm: once, after the last layer
+        x = trace.final if final else trace.taps[layer][step.tap]
+        where = f"After layer {trace.num_layers - 1}, final LayerNorm" if final else f"Layer {layer}, {step.tap}"
         st.plotly_chart(
-            activations.tensor_heatmap(x, trace.tokens, f"Layer {layer}, {step.tap}: {tuple(x.shape)}",
+            activations.tensor_heatmap(x, trace.labels, f"{where}: {tuple(x.shape)}",
                                        subtitle=style.mode_note(trace.train).removeprefix(" · "), presentation=fr.present),
             config=export.png_config(export.export_name(trace, "step", f"L{layer}", step.tap,
                                                         model=export.model_tag(trace.config, fr.model_key))),
         )
         st.write(step.text)
-        row = trace.stats().query("layer == @layer and tap == @step.tap").iloc[0]
+        row = tensor_stats(x) if final else trace.stats().query("layer == @layer and tap == @step.tap").iloc[0]
         m = st.columns(4)
         m[0].metric("mean", f"{row['mean']:.3f}")
         m[1].metric("std", f"{row['std']:.3f}")

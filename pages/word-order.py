@@ -17,29 +17,34 @@ def page() -> None:
     tag = export.model_tag(cfg, fr.model_key)
 
     st.subheader("The positional encoding of this model")
-    table = position.pe_table(cfg, trace.seq_len, fr.model)
     if cfg.positional == "none":
         st.info("This model has no positional encoding: positional = none.")
     else:
+        if cfg.positional == "rotary":  # nothing is added to the embeddings: the table is the angles q and k turn by
+            table, theta = position.rope_table(cfg, trace.seq_len), cfg.layer_theta(0)
+            title, name = f"RoPE angles (θ = {theta:g})", "rotary"  # cos, then sin, of layer 0's turns
+            caption = captions.rotary_caption(table, theta)
+        else:
+            table = position.pe_table(cfg, trace.seq_len, fr.model)
+            title, name = f"{cfg.positional.capitalize()} positional encoding", "positional"
+            caption = captions.position_caption(table, cfg.positional, captions.is_trained(fr.model_key))
         left, right = st.columns(2)
-        left.plotly_chart(activations.positional_heatmap(table, f"{cfg.positional.capitalize()} positional encoding, "
-                                                         f"{trace.seq_len} positions", presentation=fr.present),
-                          config=export.png_config(export.export_name(trace, "positional", model=tag)))
+        left.plotly_chart(activations.positional_heatmap(table, f"{title}, {trace.seq_len} positions",
+                                                         presentation=fr.present),
+                          config=export.png_config(export.export_name(trace, name, model=tag)))
         right.plotly_chart(similarity.position_similarity(table, presentation=fr.present),
-                           config=export.png_config(export.export_name(trace, "position-similarity", model=tag)))
-        ui.caption(captions.position_caption(table, cfg.positional, captions.is_trained(fr.model_key)))
+                           config=export.png_config(export.export_name(trace, f"{name}-similarity", model=tag)))
+        ui.caption(caption)
 
     st.subheader("Shuffle the words")
-    ui.caption("Attention is a weighted sum, so without positional information each layer is blind to order: "
-               "shuffling the input only shuffles the outputs and the rows and columns of every attention map.")
+    ui.caption(captions.shuffle_intro(cfg.positional, cfg.window))
     seed = ui.state.get("shuffle")
     st.button("Shuffle again", icon=":material/shuffle:", on_click=ui.state.put, args=("shuffle", (seed + 1) % 10_000))
     try:
         runs = {f"this model (positional = {cfg.positional})":
                 ui.get_permutation_check(fr.model_key, fr.device, (), trace.text, seed)}
-        if cfg.positional != "none":
-            runs["same weights, positional = none"] = ui.get_permutation_check(
-                fr.model_key, fr.device, (("positional", "none"),), trace.text, seed)
+        if blind := position.order_blind_changes(cfg):
+            runs[captions.blind_name(blind)] = ui.get_permutation_check(fr.model_key, fr.device, blind, trace.text, seed)
     except ValueError as err:
         st.info(str(err))
         st.stop()

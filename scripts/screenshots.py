@@ -5,6 +5,8 @@
     .venv-test/bin/python -m scripts.screenshots --pages heatmaps side-by-side --sizes 1280x720p
     .venv-test/bin/python -m scripts.screenshots --pages inside-a-head --set measure=value  # more URL settings
     .venv-test/bin/python -m scripts.screenshots --lesson pre-ln-post-ln  # every slide of a lesson, as played
+    .venv-test/bin/python -m scripts.screenshots --model modern   # the sidebar's ModernBERT-style preset
+    ENCODER_EXPLORER_MODELS=DIR .venv-test/bin/python -m scripts.screenshots --param model=ckpt:NAME  # a checkpoint
 
 Sizes: 1024x768 and 1280x720 in presentation mode (what a classroom projector shows: one viewport, the sidebar
 folded away), 1440x900 and 420x900 without it (full page). A size ending in "p" turns presentation mode on.
@@ -22,7 +24,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from devkit.server import READY, launch, streamlit_server
-from ui import pages
+from ui import pages, settings
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "artifacts" / "screenshots"
@@ -34,6 +36,7 @@ MODELS = {
     "pretrained": {},
     "custom": {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "256", "num_layers": "2", "norm": "pre",
                "activation": "gelu", "positional": "learned"},
+    "modern": {"model": "custom"} | {k: settings.SETTINGS[k].format(v) for k, v in settings.PRESETS["ModernBERT-style"].items()},
 }
 # Idle for `ms` with the frame drawn and every chart that has started drawing finished (plotly and graphviz SVGs).
 SETTLED_JS = """([ready, ms]) => {
@@ -91,8 +94,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="more URL settings, e.g. measure=value; they are added to the file names")
     parser.add_argument("--lesson", help="instead of pages: every slide of this lesson as the player shows it (a "
                                          "built-in's name or folder:NAME), named lesson-<name>-<slide>")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="any other setting for the URL, e.g. model=ckpt:NAME or compare=models (repeatable)")
     args = parser.parse_args(argv)
-    extra = dict(item.split("=", 1) for item in args.set)
+    extra = dict(item.split("=", 1) for item in args.set + args.param)
     params = dict(MODELS[args.model]) | ({"text": args.text} if args.text else {}) | extra
     tag = "".join(f"_{k}-{v}" for k, v in extra.items())
     paths = ([entry.url.lstrip("/") for entry in pages.PAGES] if not args.pages

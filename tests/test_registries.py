@@ -34,7 +34,7 @@ def test_every_tap_has_a_fill_a_caption_and_prose(tap):
 
 
 def test_nothing_is_keyed_by_a_tap_that_does_not_exist():
-    assert set(diagram.FILL) == {*encoder.TAPS, diagram.FINAL}
+    assert set(diagram.FILL) == {*encoder.TAPS, diagram.FINAL, diagram.POSITIONS}
     assert set(captions.TAP_CAPTIONS) == set(encoder.TAPS)
     assert {norm: set(prose) for norm, prose in steps.PROSE.items()} == {norm: set(flow_order(norm)) for norm in PLACEMENTS}
 

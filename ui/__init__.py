@@ -27,14 +27,14 @@ import torch
 
 import encoder
 from encoder.analysis import embeddings, position
-from encoder.analysis.variants import variant
+from encoder.analysis.variants import variant, variant_config
 from encoder.tokenizer import pretrained_available
 from encoder.viz import activations, attention, similarity  # noqa: F401 (imported before gc.freeze below: plotly, pandas)
 
-from . import settings, state
+from . import checkpoints, settings, state
 from .caches import CACHE
 from .checkpoints import checkpoint_dir, list_checkpoints
-from .resources import check_budget, return_freed_memory, run_with_cpu_fallback
+from .resources import APP_MAX_TOKENS, app_tokens, check_budget, return_freed_memory, run_with_cpu_fallback
 from .state import widget
 
 __all__ = ["Frame", "frame", "need_trace", "widget", "state", "settings", "fragment", "guard", "caption", "literal"]
@@ -95,6 +95,33 @@ def model_choices() -> list[str]:
     return choices + [settings.CHECKPOINT_PREFIX + name for name in list_checkpoints()]
 
 
+def model_captions() -> list[str]:
+    """One line under each model choice (model_choices order): a checkpoint's family, shape, parameters and size,
+    read before it loads; nothing under the pretrained and custom models, whose line is drawn below."""
+    listed = {settings.CHECKPOINT_PREFIX + c.name: c.summary for c in checkpoints.scan() if c.info is not None}
+    return [listed.get(choice, "") for choice in model_choices()]
+
+
+def refused_checkpoints(where: Any = None) -> None:
+    """The models folder's folders that cannot load, each with the sentence that says why (none: nothing drawn)."""
+    refused = checkpoints.refused()
+    if not refused:
+        return
+    box = (st if where is None else where).expander(f"{len(refused)} model folder{'s' if len(refused) > 1 else ''} "
+                                                    "cannot load", icon=":material/block:")
+    for c in refused:
+        box.caption(literal(f"{c.name}: {c.reason}"))  # folder names and reasons as text, never Markdown
+
+
+def _unavailable(choice: str, instead: str) -> str:
+    """Why a model named in a link cannot be used here, and what is used instead."""
+    name = choice.removeprefix(settings.CHECKPOINT_PREFIX)
+    entry = checkpoints.find(name) if choice.startswith(settings.CHECKPOINT_PREFIX) else None
+    if entry is not None and entry.info is None:  # a folder of the models directory that cannot load: say why
+        return f"The model {choice!r} is not available here: {entry.reason} {instead[0].upper()}{instead[1:]}."
+    return f"The model {choice!r} is not available here; {instead}."
+
+
 def check_url_values(values: dict[str, Any]) -> list[str]:
     """Fix settings from a link that this server cannot honour (a device or model it lacks); say what changed."""
     problems = []
@@ -103,8 +130,12 @@ def check_url_values(values: dict[str, Any]) -> list[str]:
         values["device"] = settings.AUTO_DEVICE
     choices = model_choices()
     if values["model"] not in choices:
-        problems.append(f"The model {values['model']!r} is not available here; using {model_label(choices[0])}.")
+        problems.append(_unavailable(values["model"], f"using {model_label(choices[0])}"))
         values["model"] = choices[0]
+    if values["model_b"] not in choices:
+        fallback = settings.CUSTOM if values["model"] != settings.CUSTOM or len(choices) < 2 else choices[0]
+        problems.append(_unavailable(values["model_b"], f"Compare's second model is {model_label(fallback)}"))
+        values["model_b"] = fallback
     return problems
 
 
@@ -116,7 +147,7 @@ def get_model(model_key: str, device: str) -> encoder.Encoder:
     def build() -> encoder.Encoder:
         if model_key == settings.PRETRAINED:
             return encoder.load_pretrained(device=device)
-        if model_key.startswith(settings.CHECKPOINT_PREFIX):
+        if model_key.startswith(settings.CHECKPOINT_PREFIX):  # checkpoint_dir refuses a folder above the budget
             return encoder.load_pretrained(checkpoint_dir(model_key.removeprefix(settings.CHECKPOINT_PREFIX)), device=device)
         cfg = encoder.EncoderConfig.from_dict(json.loads(model_key))
         check_budget(cfg)
@@ -138,23 +169,29 @@ def get_variant(model_key: str, device: str, changes: tuple[tuple[str, Any], ...
 
     def build() -> encoder.Encoder:
         base = get_model(model_key, device)
-        check_budget(base.cfg.replace(**dict(changes)))
+        check_budget(variant_config(base.cfg, **dict(changes)))
         return variant(base, **dict(changes))
 
     return CACHE.get(("variant", model_key, device, changes), build)
 
 
+def traced(model: encoder.Encoder, text: str, train: bool = False) -> encoder.Trace:
+    """run() as the app runs a model: on at most app_tokens() tokens of the text."""
+    return encoder.run(model, text, max_tokens=app_tokens(model.cfg), train=train)
+
+
 def get_variant_trace(model_key: str, device: str, changes: tuple[tuple[str, Any], ...], text: str,
                       train: bool) -> encoder.Trace:
     return CACHE.get(("variant-trace", model_key, device, changes, text, train),
-                     lambda: encoder.run(get_variant(model_key, device, changes), text, train=train))
+                     lambda: traced(get_variant(model_key, device, changes), text, train))
 
 
 def get_permutation_check(model_key: str, device: str, changes: tuple[tuple[str, Any], ...], text: str,
                           seed: int) -> position.PermutationResult:
     """The Position page's shuffle proof, computed once per (model, sentence, shuffle)."""
     return CACHE.get(("permutation", model_key, device, changes, text, seed),
-                     lambda: position.permutation_check(get_variant(model_key, device, changes), text, seed))
+                     lambda: position.permutation_check(get_variant(model_key, device, changes), text, seed,
+                                                        max_tokens=APP_MAX_TOKENS))
 
 
 def model_key_of(values: dict[str, Any]) -> str:

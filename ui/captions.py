@@ -9,9 +9,10 @@ from __future__ import annotations
 import pandas as pd
 from torch import Tensor
 
-from encoder import Trace
+from encoder import EncoderConfig, Trace
+from encoder.analysis.cost import param_summary
 from encoder.model import PLACEMENTS, placement
-from encoder.viz.axes import SPECIAL
+from encoder.viz.axes import special_names
 from encoder.viz.similarity import cosine_matrix
 
 # What each tap holds, one line per tap name of the wiring table (encoder.model.PLACEMENTS); "{reads}" becomes the
@@ -129,18 +130,115 @@ def position_caption(table: Tensor, positional: str, trained: bool) -> str:
             f"positions are not clearly more alike than distant ones ({measured}).")
 
 
-def hides_any(tokens: list[str]) -> bool:
-    """Whether hiding [CLS]/[SEP] removes anything (figures show every token when nothing else would be left)."""
-    kinds = {t in SPECIAL for t in tokens}
-    return kinds == {True, False}
+TOKENIZER_NOTES = {
+    "WordPiece": "WordPiece splits rare words into known pieces; a piece that continues a word starts with ##.",
+    "byte-level BPE": ("Byte-level BPE splits text into pieces of bytes, so no character is ever unknown. A piece "
+                       "that starts a new word carries the space before it, shown here as ▁ (the model's own token "
+                       "has Ġ); a byte that is only part of a character (an emoji, an accent) shows as <0x..>."),
+    "BPE": "BPE splits rare words into pieces merged from frequent pairs of characters.",
+    "Unigram": ("SentencePiece's Unigram model splits text into the likeliest pieces; ▁ marks the space a piece "
+                "starts with."),
+}
 
 
-def attention_caption(hidden: bool, scale: str) -> str:
+def tokens_caption(kind: str, specials: tuple[str, ...]) -> str:
+    """How this model's tokenizer cut the sentence, and the special tokens it adds (from the tokenizer, so true)."""
+    text = TOKENIZER_NOTES.get(kind, f"This model's {kind} tokenizer splits the text into pieces from its vocabulary.")
+    if len(specials) >= 2:
+        text += f" It adds {specials[0]} at the start and {specials[-1]} at the end."
+    elif specials:
+        text += f" It adds {specials[0]} to every sentence."
+    else:
+        text += " It adds no special tokens."
+    return text
+
+
+def positional_line(positional: str) -> str:
+    """One sentence on where this model's positions enter (every kind of positional encoding)."""
+    return {"none": "none: this model cannot tell word order apart.",
+            "rotary": ("rotary (RoPE): nothing is added to these rows; every layer turns each query and key by an "
+                       "angle that grows with its position, so attention sees how far apart two tokens are."),
+            }.get(positional, f"{positional}, added to these rows before the first layer.")
+
+
+def lead_token(trace: Trace) -> str | None:
+    """The special token every sentence starts with ([CLS], <s>), or None when the first token is a word."""
+    return trace.tokens[0] if trace.special_positions[:1] == (0,) else None
+
+
+def pool_name(pool: str, lead: str | None) -> str:
+    """The Pooling option's name: "Mean of tokens", or the first token's vector named by that token ("[CLS] vector",
+    "<s> vector")."""
+    if pool == "mean":
+        return "Mean of tokens"
+    return f"{lead} vector" if lead else "First-token vector"
+
+
+def blind_name(changes: tuple[tuple[str, object], ...]) -> str:
+    """A row name for the same weights made order-blind (encoder.analysis.position.order_blind_changes)."""
+    parts = {"positional": "positional = none", "window": "global attention"}
+    return "same weights, " + ", ".join(parts[k] for k, _ in changes)
+
+
+def _layers(layers: list[int]) -> str:
+    return ", ".join(map(str, layers)) if len(layers) < 6 else f"{len(layers)} of them"
+
+
+def design_lines(cfg: EncoderConfig) -> list[str]:
+    """One true sentence on each design choice of later encoders, for the config on screen: positions, attention
+    window, feed-forward, biases, final LayerNorm (the numbers are computed from the config)."""
+    positions = {
+        "sinusoidal": "Positions: sinusoidal, added to the token embeddings before layer 0 (the 2017 paper).",
+        "learned": "Positions: a learned vector per position, added to the token embeddings before layer 0 (BERT).",
+        "rotary": (f"Positions: rotary (RoPE, θ = {cfg.rope_theta:g}"
+                   + (f", {cfg.rope_theta_local:g} in window layers" if cfg.window else "") + "). Nothing is added to "
+                   "the embeddings; every layer turns each query and key by angles that grow with its position, so "
+                   "the scores depend on how far apart two tokens are."),
+        "none": "Positions: none. The model cannot tell one word order from another (see the Position page).",
+    }[cfg.positional]
+    windowed = [i for i in range(cfg.num_layers) if cfg.layer_window(i)]
+    if not windowed:
+        attention = "Attention: global. Every token sees every token in every layer."
+    else:
+        everywhere = sorted(set(range(cfg.num_layers)) - set(windowed))
+        attention = (f"Attention: a sliding window of {cfg.window} tokens (each token sees the {cfg.window // 2} on "
+                     f"either side) in layer{'s' if len(windowed) > 1 else ''} {_layers(windowed)}"
+                     + (f"; global in layer{'s' if len(everywhere) > 1 else ''} {_layers(everywhere)}." if everywhere
+                        else "."))
+    if cfg.ffn == "plain":
+        ffn = (f"Feed-forward: {cfg.activation.upper()}(x W1{' + b1' if cfg.bias else ''}) W2{' + b2' if cfg.bias else ''}"
+               f", two matrices through a {cfg.d_ff}-wide hidden layer.")
+    else:
+        act = "GELU" if cfg.ffn == "geglu" else "SiLU"
+        ffn = (f"Feed-forward: {'GeGLU' if cfg.ffn == 'geglu' else 'SwiGLU'}, ({act}(x W) ⊙ x V) W2: three matrices, "
+               f"the product of two {cfg.d_ff}-wide projections gating each other.")
+    if cfg.bias:
+        bias = "Biases: every Linear adds one and every LayerNorm shifts by β."
+    else:
+        saved = param_summary(cfg.replace(bias=True))["total"] - param_summary(cfg)["total"]
+        bias = (f"No biases: no Linear adds one and no LayerNorm shifts (as ModernBERT), {saved:,} parameters fewer "
+                "than with them.")
+    final = ("Final LayerNorm: one more after the last layer, on the encoder's output." if cfg.final_norm else
+             "No final LayerNorm: the last layer's output is the encoder's output.")
+    return [positions, attention, ffn, bias, final]
+
+
+def hides_any(trace: Trace) -> bool:
+    """Whether hiding the special tokens removes anything (figures show every token when nothing else would be left)."""
+    return 0 < len(trace.special_positions) < trace.seq_len
+
+
+def hide_label(specials: tuple[str, ...]) -> str:
+    """The Hide toggle's label, by the model's own special tokens: "Hide [CLS] / [SEP]", "Hide <s> / </s>"."""
+    return f"Hide {special_names(specials)}"
+
+
+def attention_caption(hidden: bool, scale: str, specials: tuple[str, ...]) -> str:
     """The one-head view's caption: what a row is, whether it still sums to 1, and what the colours mean."""
     text = "Each row is one query token and shows softmax(QKᵀ/√d_k): how much it draws from each key token. "
     if hidden:
-        text += ("[CLS] and [SEP] are hidden and each row is renormalised over the keys left, so every row shown "
-                 "sums to 1 again (the weights are shares of what is left, not of the whole row). ")
+        text += (f"{special_names(specials, ' and ')} are hidden and each row is renormalised over the keys left, so "
+                 "every row shown sums to 1 again (the weights are shares of what is left, not of the whole row). ")
     else:
         text += "Every row sums to 1. "
     text += {"fixed": "Colours run from 0 to 1 for every head, so heads can be compared.",
@@ -180,8 +278,8 @@ def rewired_note(model_key: str, model_name: str, config_norm: str, other: str) 
 
 
 def cls_share(trace: Trace, layer: int, head: int) -> float:
-    """Share of query rows whose largest weight is on [CLS] or [SEP], for one head."""
-    special = [i for i, t in enumerate(trace.tokens) if t in SPECIAL]
+    """Share of query rows whose largest weight is on a special token ([CLS] or [SEP], <s> or </s>), for one head."""
+    special = list(trace.special_positions)
     if not special:
         return 0.0
     top = trace.attention[layer, head].argmax(-1)
@@ -199,6 +297,30 @@ def dropout_note(train: bool, dropout: float) -> str:
 
 
 ROUNDING = 1e-5  # differences below this in float32 attention are rounding, not information
+
+
+def rotary_caption(table: Tensor, theta: float) -> str:
+    """The rotary table's caption: each row's angles, and the measured fact that row similarity depends on distance."""
+    sim = cosine_matrix(table.double())
+    n = table.shape[0]
+    spread = max((float(sim.diagonal(k).max() - sim.diagonal(k).min()) for k in range(1, n)), default=0.0)
+    return (f"Rotary positions (RoPE, θ = {theta:g}) add nothing to the embeddings. Left: at position m, each of the "
+            f"{table.shape[1] // 2} pairs of dimensions of every query and key is turned by the angle m·θ_i (cos, then "
+            "sin). Right: how alike two positions' turns are. Every diagonal is constant (measured spread "
+            f"{spread:.1g}): q_m·k_n depends on the distance m − n alone, so attention sees relative positions.")
+
+
+def shuffle_intro(positional: str, window: int) -> str:
+    """What the shuffle check tests, for this model's kind of positions (and its sliding window, if any)."""
+    text = ("Attention is a weighted sum, so without positional information each layer is blind to order: shuffling "
+            "the input only shuffles the outputs and the rows and columns of every attention map.")
+    if positional == "rotary":
+        text += (" Rotary positions add nothing to the input, yet they are positional: every score depends on the "
+                 "distance between query and key, and a shuffle changes the distances.")
+    if window:
+        text += (" A sliding window is positional too: a query sees only the keys near it, and a shuffle changes "
+                 "which keys those are; the order-blind row therefore also attends globally.")
+    return text
 
 
 def shuffle_caption(attn_diff: dict[str, float]) -> str:

@@ -153,8 +153,8 @@ def order(sel: dict[str, Any], keys: list[str], num_layers: int) -> list[tuple[s
 def header_base(fr: Any, trace: encoder.Trace, sel: dict[str, Any], tag: str) -> dict[str, Any]:
     """What the browser needs besides the maps: tokens and labels, special positions, the measures, file names."""
     return dict(
-        v=3, id=fr.trace_id, T=trace.seq_len, L=trace.num_layers, H=trace.num_heads, tokens=trace.tokens,
-        labels=[printable(t, 16) for t in trace.tokens], specials=list(trace.special_positions),
+        v=3, id=fr.trace_id, T=trace.seq_len, L=trace.num_layers, H=trace.num_heads, tokens=trace.labels,
+        labels=[printable(t, 16) for t in trace.labels], specials=list(trace.special_positions),
         sentence=f"“{printable(' '.join(trace.text.split()), 90)}”",
         specialNames=list(dict.fromkeys(trace.tokens[i] for i in trace.special_positions)), sel=sel,
         present=fr.present, train=bool(trace.train), stops=stops(),

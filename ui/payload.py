@@ -99,8 +99,9 @@ def build(trace: encoder.Trace, sel: dict[str, Any], *, name: str, present: bool
     if maps.dim() == 3:
         maps = maps.unsqueeze(1)  # (L, 1, T, T): a map without heads
     L, H, T = maps.shape[0], maps.shape[1], maps.shape[-1]
-    header = dict(v=2, id=trace_id or f"{trace.text!r}:{trace.seq_len}", T=T, L=L, H=H, tokens=trace.tokens, sel=sel,
-                  name=name, present=present)
+    # tokens: as the figures label them (byte-level BPE's "Ġthe" as "▁the"); special: the positions Hide leaves out
+    header = dict(v=2, id=trace_id or f"{trace.text!r}:{trace.seq_len}", T=T, L=L, H=H, tokens=trace.labels,
+                  special=list(trace.special_positions), sel=sel, name=name, present=present)
     if stack is not None:  # attention needs no check: softmax weights lie in [0, 1]
         maps, top = _fractions(maps)
         if top is not None:

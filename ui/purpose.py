@@ -20,7 +20,7 @@ from encoder.model import SUBLAYERS, check_ablate
 
 from . import Frame, get_trace, get_variant, settings, state
 from .caches import CACHE
-from .resources import check_budget
+from .resources import app_tokens, check_budget
 
 MAX_SENTENCES = 8  # the current sentence and up to seven more
 SENTENCE_TOKENS = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2: the pretrained vectors match it
@@ -172,8 +172,9 @@ def get_run(fr: Frame, text: str, ablate: Knocks = frozenset(), max_tokens: int 
     if not ablate and max_tokens is None:
         return get_trace(fr.model_key, fr.device, text, fr.values["train"])  # the frame's own cache entry
     key = ("purpose-trace", fr.model_key, fr.device, text, fr.values["train"], format_ablate(ablate), max_tokens)
-    return CACHE.get(key, lambda: encoder.run(_model(fr, ()), text, max_tokens=max_tokens, ablate=ablate,
-                                              train=fr.values["train"]))
+    model = _model(fr, ())
+    return CACHE.get(key, lambda: encoder.run(model, text, max_tokens=max_tokens or app_tokens(model.cfg),
+                                              ablate=ablate, train=fr.values["train"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,7 +192,9 @@ def get_sentence_vector(fr: Frame, text: str, pool: str, *, changes: tuple[tuple
     limit = sentence_limit(fr)
 
     def compute() -> SentenceVector:
-        trace = encoder.run(_model(fr, changes), text, max_tokens=limit, ablate=ablate, train=fr.values["train"])
+        model = _model(fr, changes)
+        trace = encoder.run(model, text, max_tokens=limit or app_tokens(model.cfg), ablate=ablate,
+                            train=fr.values["train"])
         vector = embeddings.sentence_embedding(trace, pool)
         return SentenceVector(vector.detach().clone(), tuple(trace.tokens), trace.truncated)  # a copy: no view of the trace
 

@@ -30,13 +30,14 @@ QUESTIONS: tuple[Question, ...] = (
         prompt="Which kind of attention does every encoder layer use?",
         options=(
             "Self-attention with a causal mask, so a token sees only the tokens before it",
-            "Self-attention without a mask: every token may attend to every token of the input",
+            "Self-attention without a causal mask: a token may attend to tokens on both sides of it",
             "Cross-attention from the encoder into a decoder's states",
             "None: the encoder is made of feed-forward layers only",
         ),
         answer=1,
-        explanation="Queries, keys and values all come from the same sequence (self-attention), and no mask "
-        "hides any position, so each token can draw on the whole input.",
+        explanation="Queries, keys and values all come from the same sequence (self-attention), and no causal mask "
+        "hides the later positions: in the 2017 encoder each token can draw on the whole input (a sliding-window layer, "
+        "as in ModernBERT, limits it to its neighbours on both sides).",
         page="heatmaps",
         demo="Every row of the heatmap has weight to the right of the diagonal as well as to the left.",
     ),
@@ -83,7 +84,8 @@ QUESTIONS: tuple[Question, ...] = (
         explanation="BERT is an encoder-only stack; GPT-2 is decoder-only, and T5 and BART pair an encoder with "
         "a decoder.",
         page="wordpieces",
-        demo="The tokenizer is BERT's WordPiece: [CLS] starts and [SEP] ends every input.",
+        demo="The tokenizer wraps every input in the model's special tokens: [CLS] … [SEP] for BERT's WordPiece, "
+        "<s> … </s> for RoBERTa's byte-level BPE.",
     ),
     Question(
         id="output",
@@ -96,7 +98,7 @@ QUESTIONS: tuple[Question, ...] = (
         ),
         answer=1,
         explanation="The output has the input's length: a d_model vector per token that now mixes in its context. "
-        "A classifier may then pick one of them, such as [CLS].",
+        "A classifier may then pick one of them, such as the first token's ([CLS] in BERT, <s> in RoBERTa).",
         page="side-by-side",
         demo="Compare two sentences: the same word gets a different output vector in each context.",
     ),

@@ -18,6 +18,14 @@ from encoder.trace import Trace, run
 BUDGET_ENV = "ENCODER_EXPLORER_MEMORY_MB"
 DEFAULT_BUDGET_MB = 1536  # one model + trace; sized so a 2-core / 8 GB machine holds a few in its caches
 FLOAT_BYTES = 4
+# The longest sentence the app runs, in tokens, whatever a model could read (ModernBERT: 8192): the views, the
+# browser payloads and this budget are sized for it, and a T x T attention map per head grows with its square.
+APP_MAX_TOKENS = 512
+
+
+def app_tokens(cfg: EncoderConfig) -> int:
+    """How many tokens the app runs this model on at most: its max_len, or APP_MAX_TOKENS when that is less."""
+    return min(cfg.max_len, APP_MAX_TOKENS)
 
 
 def param_count(cfg: EncoderConfig) -> int:
@@ -34,8 +42,9 @@ def trace_floats(cfg: EncoderConfig, seq: int) -> int:
 
 
 def estimate_bytes(cfg: EncoderConfig, seq: int | None = None) -> dict[str, int]:
-    """Bytes for the parameters, one trace at `seq` tokens (default max_len), and the peak transient scores."""
-    seq = cfg.max_len if seq is None else seq
+    """Bytes for the parameters, one trace at `seq` tokens (default: the longest the app runs, app_tokens), and the
+    peak transient scores."""
+    seq = app_tokens(cfg) if seq is None else seq
     params = param_count(cfg) * FLOAT_BYTES
     trace = trace_floats(cfg, seq) * FLOAT_BYTES
     transient = 3 * cfg.num_heads * seq * seq * FLOAT_BYTES  # scores, softmax and its copy in one layer
@@ -58,10 +67,19 @@ def check_budget(cfg: EncoderConfig, seq: int | None = None) -> dict[str, int]:
     if est["total"] > budget:
         raise ValueError(
             f"This model needs about {_mb(est['total'])} ({_mb(est['params'])} of weights and {_mb(est['trace'])} "
-            f"for one traced sentence), above this server's limit of {_mb(budget)}. "
+            f"for one traced sentence of {sized_at(cfg, seq)}), above this server's limit of {_mb(budget)}. "
             f"Lower num_layers, d_model or d_ff (or an operator can raise {BUDGET_ENV})."
         )
     return est
+
+
+def sized_at(cfg: EncoderConfig, seq: int | None = None) -> str:
+    """Which sentence length an estimate is for, in words: the cap or the model's own limit."""
+    if seq is not None:
+        return f"{seq} tokens"
+    if cfg.max_len > APP_MAX_TOKENS:
+        return f"{APP_MAX_TOKENS} tokens, the longest this app runs (the model reads up to {cfg.max_len})"
+    return f"{cfg.max_len} tokens, the longest this model reads"
 
 
 def return_freed_memory() -> bool:
@@ -91,12 +109,15 @@ def run_with_cpu_fallback(load: Callable[[str], Encoder], device: str, text: str
 
     `load(device)` returns the (cached) model for a device, so the CPU copy is built only when needed.
     """
+    def traced(model: Encoder) -> Trace:
+        return run(model, text, max_tokens=app_tokens(model.cfg), train=train)
+
     try:
-        return run(load(device), text, train=train)
+        return traced(load(device))
     except torch.cuda.OutOfMemoryError:
         if device == "cpu":
             raise
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        trace = run(load("cpu"), text, train=train)
+        trace = traced(load("cpu"))
         return dataclasses.replace(trace, notice=f"The {device} device ran out of memory for this input; it ran on the CPU.")

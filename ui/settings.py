@@ -126,10 +126,18 @@ MAX_SEED = 2**31 - 1
 NORM_LABELS = {"post": "Post-LN (original paper)", "pre": "Pre-LN"}
 VIEW_LABELS = {"head": "One head", "layer": "All heads of a layer", "model": "Model view (layers × heads)",
                "rollout": "Rollout"}
-COMPARE_LABELS = {"norm": "Post-LN vs Pre-LN (same weights)", "sentences": "Two sentences (same model)"}
+COMPARE_LABELS = {"norm": "Post-LN vs Pre-LN (same weights)", "sentences": "Two sentences (same model)",
+                  "models": "Two models (same sentence)"}
 SCALE_LABELS = {"fixed": "0 to 1", "auto": "Auto", "row": "Per row"}
 TARGET_LABELS = {"similarity": "Similarity", "token": "One token"}
 IG_STEP_OPTIONS = (10, 20, 40, 80)
+POSITIONAL_LABELS = {"sinusoidal": "sinusoidal (2017)", "learned": "learned (BERT)", "rotary": "rotary (RoPE)",
+                     "none": "none"}
+THETA_OPTIONS = (10000.0, 160000.0, 500000.0)  # RoFormer's base; ModernBERT's global layers; a long-context base
+THETA_LABELS = {10000.0: "10,000 (RoFormer)", 160000.0: "160,000 (ModernBERT)", 500000.0: "500,000"}
+FFN_LABELS = {"plain": "Plain", "geglu": "GeGLU", "swiglu": "SwiGLU"}
+WINDOW_OPTIONS = (0, 4, 8, 16, 32, 64, 128, 256)  # tokens; 0 = global (every token sees every token)
+GLOBAL_EVERY_OPTIONS = (0, 2, 3, 4, 6)  # 0 = never: every layer has the window
 
 _base = EncoderConfig()
 SETTINGS: dict[str, Setting] = {
@@ -149,8 +157,26 @@ SETTINGS: dict[str, Setting] = {
         Setting("norm", _base.norm, str, ("post", "pre"), label="Norm placement", widget="radio", names=NORM_LABELS,
                 captions=("LayerNorm after each residual add; needs learning-rate warm-up to train.",
                           "LayerNorm inside each residual branch; trains stably without warm-up.")),
-        Setting("positional", _base.positional, str, ("sinusoidal", "learned", "none"), label="Positional encoding",
-                widget="selectbox"),
+        Setting("positional", _base.positional, str, tuple(POSITIONAL_LABELS), label="Positional encoding",
+                widget="selectbox", names=POSITIONAL_LABELS,
+                help="Sinusoidal and learned positions are added to the embeddings; rotary positions turn each "
+                     "query and key by an angle that grows with its position, so attention sees distances."),
+        Setting("rope_theta", _base.rope_theta, float, THETA_OPTIONS, label="RoPE θ", widget="selectbox",
+                names=THETA_LABELS, help="The base of the rotation angles: a larger θ turns more slowly, for longer "
+                                         "texts."),
+        Setting("rope_theta_local", _base.rope_theta_local, float, THETA_OPTIONS, label="RoPE θ in window layers",
+                widget="selectbox", names=THETA_LABELS, help="ModernBERT turns its sliding-window layers with 10,000."),
+        Setting("ffn", _base.ffn, str, tuple(FFN_LABELS), label="Feed-forward", widget="segmented", names=FFN_LABELS,
+                help="Plain: act(x W1) W2. GeGLU / SwiGLU: (GELU or SiLU of x W) × (x V), then W2: a gate the model "
+                     "learns (Shazeer 2020)."),
+        Setting("bias", _base.bias, bool, label="Biases (Linear and LayerNorm)", widget="checkbox",
+                help="ModernBERT has none."),
+        Setting("window", _base.window, int, WINDOW_OPTIONS, label="Attention window (tokens)", widget="select_slider",
+                names={0: "global"}, help="Global: every token sees every token. w: each token sees the w/2 tokens "
+                                          "on either side of it (ModernBERT: 128)."),
+        Setting("global_every", _base.global_every, int, GLOBAL_EVERY_OPTIONS, label="Global attention every n layers",
+                widget="select_slider", names={0: "never"},
+                help="Layers 0, n, 2n, … attend globally, the others in the window (ModernBERT: every 3rd)."),
         Setting("final_norm", False, bool, label="Final LayerNorm after the stack", widget="checkbox",
                 help="Pre-LN stacks usually end with one."),
         Setting("layer_norm_eps", _base.layer_norm_eps, float, EPS_OPTIONS, label="LayerNorm epsilon", widget="selectbox",
@@ -180,6 +206,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("diff_long", False, bool, label="Difference map", widget="toggle",
                 help="For long sentences the difference map is sent only on request: it adds ~1.5 MB to the page."),
         Setting("compare", "norm", str, tuple(COMPARE_LABELS), label="Compare", widget="segmented", names=COMPARE_LABELS),
+        # Compare's second model (its options: what exists on this server), with its own layer and head
+        Setting("model_b", CUSTOM, str, label="Second model", widget="selectbox"),
+        Setting("layer_b", 0, int, None, 0, MAX_LAYERS - 1, label="Layer", widget="slider"),  # under the second map
+        Setting("head_b", 0, int, None, 0, max(HEAD_OPTIONS) - 1, label="Head", widget="selectbox"),
         Setting("text_b", SECOND_SENTENCE, str, label="Second sentence", widget="text_area"),
         Setting("word", "it", str, label="Token to follow", widget="text_input"),
         Setting("step", 0, int, None, 0, 30),  # moved by the Previous / Next buttons
@@ -215,8 +245,33 @@ SETTINGS: dict[str, Setting] = {
         Setting("answer", False, bool),  # the slide's answer revealed
     )
 }
-CONFIG_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "activation", "norm", "positional", "final_norm",
-               "layer_norm_eps", "seed")
+CONFIG_KEYS = ("d_model", "num_heads", "d_ff", "num_layers", "dropout", "norm", "positional", "rope_theta",
+               "window", "global_every", "rope_theta_local", "ffn", "activation", "bias", "final_norm", "layer_norm_eps",
+               "seed")
+# The knobs that only mean something with another setting: drawn, and passed to the model, only then. A hidden knob
+# keeps its value in the store (and the URL) but the model gets its default, so it never changes the model.
+APPLIES = {
+    "rope_theta": lambda v: v["positional"] == "rotary",
+    "rope_theta_local": lambda v: v["positional"] == "rotary" and v["window"] > 0,
+    "global_every": lambda v: v["window"] > 0,
+    "activation": lambda v: v["ffn"] == "plain",  # GeGLU and SwiGLU bring their own (GELU, SiLU)
+}
+# One click in the sidebar builds these custom models (every config setting, so nothing of the last model stays).
+PRESETS = {
+    "2017 Transformer": {k: getattr(_base, k) for k in CONFIG_KEYS if k != "seed"},
+    # ModernBERT's design (Warner et al. 2024) at a classroom size: its window is 128 tokens; 8 shows the band on one
+    # sentence.
+    "ModernBERT-style": {k: getattr(_base, k) for k in CONFIG_KEYS if k != "seed"} | dict(
+        d_model=256, num_heads=4, d_ff=384, num_layers=6, dropout=0.0, norm="pre", final_norm=True,
+        positional="rotary", rope_theta=160000.0, rope_theta_local=10000.0, ffn="geglu", bias=False, window=8,
+        global_every=3),
+}
+PRESET_HELP = {
+    "2017 Transformer": "The base encoder of “Attention Is All You Need”: Post-LN, sinusoidal positions, ReLU FFN, "
+                        "global attention.",
+    "ModernBERT-style": "Rotary positions (θ 160,000), GeGLU, no biases, Pre-LN with a final LayerNorm, a sliding "
+                        "window of 8 tokens with global attention every 3rd layer (ModernBERT's window is 128).",
+}
 SIDEBAR_KEYS = ("train", "device", "present")  # drawn for every model; CONFIG_KEYS only for the custom one
 
 
@@ -303,23 +358,63 @@ def unpack_text(raw: str) -> str:
         return raw
 
 
+def drawn_config_keys(values: Mapping[str, Any]) -> list[str]:
+    """The custom model's sidebar knobs that apply to these settings, in sidebar order (APPLIES)."""
+    full = {k: values.get(k, SETTINGS[k].default) for k in CONFIG_KEYS}
+    return [k for k in CONFIG_KEYS if k not in APPLIES or APPLIES[k](full)]
+
+
 def config_from(values: Mapping[str, Any]) -> EncoderConfig:
-    """The custom EncoderConfig the sidebar describes; raises the config's own ValueError when impossible."""
-    return EncoderConfig(**{k: values.get(k, SETTINGS[k].default) for k in CONFIG_KEYS})
+    """The custom EncoderConfig the sidebar describes; raises a ValueError saying what to change when impossible.
+
+    Knobs that do not apply (APPLIES) take their defaults; the config's own checks come first, then the
+    sidebar's (sidebar_problem).
+    """
+    drawn = drawn_config_keys(values)
+    cfg = EncoderConfig(**{k: values.get(k, SETTINGS[k].default) for k in drawn})
+    problem = sidebar_problem(cfg)
+    if problem:
+        raise ValueError(problem)
+    return cfg
+
+
+def sidebar_problem(cfg: EncoderConfig) -> str:
+    """What the config allows but the sidebar's choices make pointless, in the sidebar's words ('' when nothing)."""
+    if cfg.window and cfg.global_every and cfg.num_layers <= 1:
+        return ("The attention window never applies: layer 0 attends globally (Global attention every n layers) and "
+                "it is the only layer. In the sidebar, choose Layers 2 or more, or Global attention every n layers: "
+                "never.")
+    return ""
 
 
 def config_problem(values: Mapping[str, Any], err: ValueError) -> str:
     """The config's error in the sidebar's terms: when d_model does not split into num_heads, the nearest values
-    the sliders can select (EncoderConfig's own hint may name a d_model such as 63 that no slider offers)."""
+    the sliders can select (EncoderConfig's own hint may name a d_model such as 63 that no slider offers); the
+    rotary and window limits with the sidebar's names for them."""
     d, h = values.get("d_model"), values.get("num_heads")
-    if values.get("model") != CUSTOM or not isinstance(d, int) or not isinstance(h, int) or h < 1 or d % h == 0:
+    if values.get("model") != CUSTOM or not isinstance(d, int) or not isinstance(h, int) or h < 1:
         return str(err)
+    if d % h == 0:
+        return _modern_problem(values, str(err))
     widths = sorted((o for o in D_MODEL_OPTIONS if o % h == 0), key=lambda o: (abs(o - d), o))[:2]
     heads = sorted((o for o in HEAD_OPTIONS if d % o == 0), key=lambda o: (abs(o - h), o))[:2]
     fixes = [f"d_model {' or '.join(map(str, sorted(widths)))}" if widths else "",
              f"Heads {' or '.join(map(str, sorted(heads)))}" if heads else ""]
     return (f"d_model={d} is not divisible by num_heads={h}: each head gets d_model / num_heads dimensions. "
             f"In the sidebar, choose {', or '.join(f for f in fixes if f)}.")
+
+
+def _modern_problem(values: Mapping[str, Any], message: str) -> str:
+    """The config's message on rotary positions or the window, said with the sidebar's labels; others as they are."""
+    d, h = values["d_model"], values["num_heads"]
+    if message.startswith("positional='rotary'"):
+        heads = sorted((o for o in HEAD_OPTIONS if d % o == 0 and (d // o) % 2 == 0), key=lambda o: abs(o - h))[:2]
+        fix = f"Heads {' or '.join(map(str, sorted(heads)))}, or " if heads else ""
+        return (f"Rotary positions turn pairs of dimensions, so each head's width d_model / num_heads must be even; "
+                f"it is {d // h}. In the sidebar, choose {fix}Positional encoding: sinusoidal.")
+    if message.startswith("window="):
+        return (f"{message} In the sidebar, choose a smaller Attention window (tokens), or global.")
+    return message
 
 
 def _short(text: str, limit: int = 40) -> str:

@@ -119,29 +119,31 @@ def widget(key: str, where: Any = None, *, options: Sequence | None = None, lo: 
         st.session_state[wkey] = value
     seen[key] = here
     show = extra.pop("format_func", setting.show)
+    # A label or radio captions that depend on what is on screen (the model's own special tokens, a checkpoint's size)
+    label, captions = extra.pop("label", setting.label), extra.pop("captions", setting.captions)
     common = dict(key=wkey, on_change=_commit, args=(key,), help=setting.help) | extra
     kind = setting.widget
     if kind == "radio":
-        where.radio(setting.label, opts, format_func=show, captions=setting.captions, **common)
+        where.radio(label, opts, format_func=show, captions=captions, **common)
     elif kind == "select_slider":
-        where.select_slider(setting.label, opts, format_func=show, **common)
+        where.select_slider(label, opts, format_func=show, **common)
     elif kind == "slider":
         step = setting.step if setting.step is not None else (1 if setting.kind is int else None)
-        where.slider(setting.label, setting.kind(lo), setting.kind(hi), step=step, **common)
+        where.slider(label, setting.kind(lo), setting.kind(hi), step=step, **common)
     elif kind == "selectbox":
-        where.selectbox(setting.label, opts, format_func=show, **common)
+        where.selectbox(label, opts, format_func=show, **common)
     elif kind == "toggle":
-        where.toggle(setting.label, **common)
+        where.toggle(label, **common)
     elif kind == "checkbox":
-        where.checkbox(setting.label, **common)
+        where.checkbox(label, **common)
     elif kind == "number":
-        where.number_input(setting.label, setting.kind(lo), setting.kind(hi), step=setting.kind(setting.step or 1), **common)
+        where.number_input(label, setting.kind(lo), setting.kind(hi), step=setting.kind(setting.step or 1), **common)
     elif kind == "segmented":
-        where.segmented_control(setting.label, opts, format_func=show, required=True, **common)
+        where.segmented_control(label, opts, format_func=show, required=True, **common)
     elif kind == "text_area":
-        where.text_area(setting.label, max_chars=settings.MAX_TEXT_CHARS, **common)
+        where.text_area(label, max_chars=settings.MAX_TEXT_CHARS, **common)
     elif kind == "text_input":
-        where.text_input(setting.label, max_chars=40, **common)
+        where.text_input(label, max_chars=40, **common)
     else:
         raise ValueError(f"The setting {key!r} has no widget.")
     return store()[key]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from encoder.config import EncoderConfig
 from encoder.model import DROPOUTS, placement
+from encoder.viz import diagram
 
 
 @dataclass(frozen=True)
@@ -117,10 +118,74 @@ PROSE: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
-def layer_steps(config: EncoderConfig) -> list[Step]:
-    """The ordered steps through one layer for config.norm: each tap in computation order, a dropout stop before each add."""
+FINAL = diagram.FINAL  # the step (and diagram node) of the stack's final LayerNorm; its tensor is Trace.final
+FINAL_PROSE = (
+    "Final LayerNorm (after the stack)",
+    "After the last layer one more LayerNorm normalises every token's vector: that is what the encoder outputs. It "
+    "acts once, not in every layer, so the tensor shown is the encoder's output whichever layer is chosen.",
+)
+ACTIVATION_NAMES = {"relu": "ReLU, which zeroes the negative parts", "gelu": "GELU, which squashes the negative parts",
+                    "gelu_tanh": "GELU (tanh approximation), which squashes the negative parts"}
+
+
+def _positional_input(config: EncoderConfig, role: str) -> str:
+    """The layer-input step's text: where positions enter this model."""
+    enter = {
+        "sinusoidal": "the token embeddings plus the sinusoidal positional encoding in layer 0",
+        "learned": "the token embeddings plus the learned position embeddings in layer 0",
+        "rotary": ("the token embeddings alone in layer 0 (rotary positions add nothing here: they turn the queries "
+                   "and keys inside every attention)"),
+        "none": "the token embeddings alone in layer 0 (this model has no positional encoding)",
+    }[config.positional]
+    return (f"One d_model-wide vector per token: {enter}, otherwise the previous layer's output. It feeds {role} and "
+            "is also carried around it by the residual connection.")
+
+
+def _adapted(config: EncoderConfig, layer: int, tap: str, title: str, text: str) -> tuple[str, str]:
+    """A node's prose made true for this config and layer: positions, window, RoPE, gated FFN, biases."""
+    if tap == "input":
+        text = _positional_input(config, "self-attention directly" if config.norm == "post" else "LayerNorm 1")
+    elif tap == "attn":
+        radius = config.layer_window(layer) // 2
+        if radius:
+            text = text.replace("with the keys of all tokens (no mask, so it sees left and right)",
+                                f"only with the keys at most {radius} positions away on either side (layer {layer} "
+                                "attends in a sliding window: the other keys' scores become −∞, so their weights are 0)")
+        elif config.window:
+            text += f" Layer {layer} is one of this model's global layers: no window here."
+        if config.positional == "rotary":
+            text += (f" Before the scores, rotary positions turn each query and key by angles that grow with its "
+                     f"position (θ = {config.layer_theta(layer):g}), so each score depends on how far apart the two "
+                     "tokens are.")
+    elif tap == "ffn_hidden":
+        if config.ffn != "plain":
+            gate, act = ("GeGLU", "GELU") if config.ffn == "geglu" else ("SwiGLU", "SiLU")
+            title = f"FFN hidden layer ({gate})"
+            text = (f"Two matrices W and V widen each token's vector from d_model to d_ff; {act}(x W) is multiplied "
+                    "element by element with x V, a gate the model learns (Shazeer 2020). Each position is processed "
+                    "on its own.")
+        else:
+            text = text.replace("the activation (ReLU or GELU) zeroes or squashes negative parts",
+                                f"the activation is {ACTIVATION_NAMES[config.activation]}")
+    elif tap in ("norm1", "norm2") and not config.bias:
+        text += " This model's LayerNorms have no bias β: they scale, but do not shift."
+    if tap == "norm1" and layer == 0 and not config.first_norm1:
+        title, text = ("No LayerNorm 1 in layer 0", "In this model layer 0's attention reads its input as it is: the "
+                       "embeddings already end in a LayerNorm (as ModernBERT's do). The tensor shown is the input.")
+    if tap in ("attn", "ffn") and not config.bias:
+        text += " Its matrices have no bias terms."
+    if tap == "output" and config.final_norm and config.norm == "pre":
+        text += " This model has one: the last step."
+    return title, text
+
+
+def layer_steps(config: EncoderConfig, layer: int = 0) -> list[Step]:
+    """The ordered steps through `layer` for config.norm: each tap in computation order, a dropout stop before each
+    add, and the final LayerNorm last when the config has one; the prose is true for this config and layer."""
     steps = []
     for wire in placement(config.norm):
         steps += [_dropout(kind, tail, wire.tap) for tail, kind in wire.inputs if kind in DROPOUTS]
-        steps.append(Step(wire.tap, wire.tap, *PROSE[config.norm][wire.tap]))
+        steps.append(Step(wire.tap, wire.tap, *_adapted(config, layer, wire.tap, *PROSE[config.norm][wire.tap])))
+    if config.final_norm:
+        steps.append(Step(FINAL, FINAL, *FINAL_PROSE))
     return steps

@@ -6,8 +6,17 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from ..config import EncoderConfig
 from ..model import Encoder, sinusoidal_table
+from ..tokenizer import SPACE_MARK
 from ..trace import Trace
+
+
+def variant_config(config: EncoderConfig, **changes: object) -> EncoderConfig:
+    """The config of variant(model, **changes): RoBERTa's position offset goes with its table when that is left out."""
+    if changes.get("positional", "learned") != "learned" and config.pos_offset:
+        changes = {**changes, "pos_offset": 0}
+    return config.replace(**changes)
 
 
 def variant(model: Encoder, **changes: object) -> Encoder:
@@ -17,9 +26,7 @@ def variant(model: Encoder, **changes: object) -> Encoder:
     positions simply leaves the position table out. The variant shares the original's tensors (nothing here
     writes to them), so it costs no extra memory.
     """
-    if changes.get("positional", "learned") != "learned" and model.cfg.pos_offset:
-        changes = {**changes, "pos_offset": 0}  # RoBERTa's offset belongs to its position table, which is left out
-    cfg = model.cfg.replace(**changes)
+    cfg = variant_config(model.cfg, **changes)
     if cfg == model.cfg:
         return model
     with torch.device("meta"):
@@ -39,9 +46,16 @@ def variant(model: Encoder, **changes: object) -> Encoder:
 
 
 def find_token(tokens: list[str], word: str) -> int | None:
-    """Position of the first token equal to `word` (case-insensitive), or None."""
-    word = word.strip().lower()
-    return next((i for i, t in enumerate(tokens) if t.lower() == word), None)
+    """Position of the first token equal to `word` (case-insensitive), or None.
+
+    A word-start mark ("▁", as Trace.labels show SentencePiece's and byte-level BPE's leading space) is ignored on
+    both sides, so "it" finds RoBERTa's "▁it" as it finds BERT's "it".
+    """
+    def bare(text: str) -> str:
+        return text.strip().lower().removeprefix(SPACE_MARK)
+
+    word = bare(word)
+    return next((i for i, t in enumerate(tokens) if bare(t) == word), None)
 
 
 def token_rows(trace: Trace, index: int, layer: int) -> Tensor:

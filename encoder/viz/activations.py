@@ -79,9 +79,9 @@ def token_norms(trace: Trace, layer: int, tap: str, *, presentation: bool = Fals
     axes.check(trace, layer, tap=tap)
     norms = trace.taps[layer][tap].double().norm(dim=-1).numpy()  # (T,)
     pos = list(range(trace.seq_len))
-    cats = axes.categories(trace.tokens, pos)
+    cats = axes.categories(trace.labels, pos)
     fig = go.Figure(go.Bar(x=cats, y=norms, marker_color="#4c6ef5", hovertemplate="%{x}: ‖x‖₂ = %{y:.4g}<extra></extra>"))
-    fig.update_xaxes(title="token", tickangle=-45, **axes.token_axis(cats, trace.tokens, pos, presentation))
+    fig.update_xaxes(title="token", tickangle=-45, **axes.token_axis(cats, trace.labels, pos, presentation))
     fig.update_yaxes(title="‖x‖₂")
     bad = int((~np.isfinite(norms)).sum())
     note = f" ⚠ {bad} token(s) with NaN/Inf (no bar)" if bad else ""

@@ -25,12 +25,13 @@ SCALES = ("fixed", "auto", "row")  # attention colour scales: 0 to 1, 0 to this 
 def _pattern(trace: Trace, layer: int, head: int | None, hide_special: bool) -> tuple[np.ndarray, list[int]]:
     """Attention weights (queries x keys) of one head or the head average, and the positions they belong to.
 
-    With [CLS]/[SEP] hidden, each row is renormalised over the keys left, so it sums to 1 again: without that a
-    head that parks most of its weight on [SEP] draws an almost white map.
+    With the special tokens hidden ([CLS]/[SEP], <s>/</s>: trace.special_positions), each row is renormalised over
+    the keys left, so it sums to 1 again: without that a head that parks most of its weight on [SEP] draws an almost
+    white map.
     """
     axes.check(trace, layer, head)
     w = (trace.attention[layer].mean(0) if head is None else trace.attention[layer, head]).numpy()  # (T, T)
-    keep = axes.kept(trace.tokens, hide_special)
+    keep = axes.kept(trace.tokens, hide_special, trace.special_positions)
     if len(keep) < len(w):
         w = w[np.ix_(keep, keep)].astype(np.float64)
         w = w / np.maximum(w.sum(1, keepdims=True), 1e-30)
@@ -62,7 +63,41 @@ def _heatmap(w: np.ndarray, cats: list[str], scale: str, note: str = "", **extra
 
 
 def _hidden_note(trace: Trace, shown: int) -> str:
-    return "" if shown == trace.seq_len else " ([CLS]/[SEP] hidden; rows renormalised to sum to 1)"
+    return "" if shown == trace.seq_len else (f" ({label(axes.special_names(trace.special_tokens, '/'), 30)} hidden; rows "
+                                              "renormalised to sum to 1)")
+
+
+WINDOW_GREY = "#ced4da"  # the cells a sliding window masks: weight 0, drawn apart from a small weight's near-white
+
+
+def _window_band(trace: Trace, layer: int, pos: list[int], cats: list[str], gap: int) -> dict | None:
+    """A grey layer over the cells outside `layer`'s sliding window (|i - j| > window/2), or None for a global layer.
+
+    Those weights are exactly 0: the scores were masked before the softmax (encoder/window.py).
+    """
+    radius = trace.config.layer_window(layer) // 2
+    p = np.asarray(pos)
+    outside = np.abs(p[:, None] - p[None, :]) > radius  # (shown, shown)
+    if not radius or not outside.any():
+        return None
+    z = np.where(outside, 1.0, np.nan).astype(np.float32)
+    return dict(type="heatmap", z=z, x=cats, y=cats, zmin=0, zmax=1, showscale=False, xgap=gap, ygap=gap,
+                colorscale=[[0, WINDOW_GREY], [1, WINDOW_GREY]],
+                hovertemplate=f"%{{y}} → %{{x}}: 0, outside the window (more than {radius} apart)<extra></extra>")
+
+
+def window_note(trace: Trace, layer: int, band: bool = True) -> str:
+    """One sentence on `layer`'s attention window: why the weights outside it are 0 ('' for a global layer).
+    band: the figure greys the cells outside the window (the plotly maps do; the browser's map draws them as 0)."""
+    w = trace.config.layer_window(layer)
+    if not w:
+        return ""
+    if w // 2 >= trace.seq_len - 1:
+        return (f"Layer {layer} attends in a sliding window of {w} tokens ({w // 2} on each side), which holds this "
+                "whole sentence: nothing is masked here.")
+    return (f"Layer {layer} attends in a sliding window: each query sees only the keys at most {w // 2} positions "
+            "away. The scores of the other keys are set to −∞ before the softmax, so their weights are exactly 0 "
+            + ("(the grey band), " if band else "") + "and each row's weights sum to 1 within its window.")
 
 
 def attention_heatmap(
@@ -75,19 +110,20 @@ def attention_heatmap(
     to its own largest weight. The map fills the plot area, so the colour bar is exactly as tall as the map.
     """
     w, pos = _pattern(trace, layer, head, hide_special)
-    cats = axes.categories(trace.tokens, pos)
+    cats = axes.categories(trace.labels, pos)
     note = _hidden_note(trace, len(pos))
     who = f"head {head}" if head is not None else f"average of {trace.num_heads} heads"
     height = axes.map_height(len(pos), presentation)
     layout = style.layout(f"Attention, layer {layer}, {who}{note}", presentation, style.sentence(trace),
                           height=height)
-    axis = axes.map_axis(cats, trace.tokens, pos, presentation, layout["height"], 100)
+    axis = axes.map_axis(cats, trace.labels, pos, presentation, layout["height"], 100)
     layout["xaxis"] = dict(title=dict(text="key (attended to)"), tickangle=-45, **axis)
     layout["yaxis"] = dict(title=dict(text="query (attending)"), autorange="reversed", **axis)
     heatmap = _heatmap(w, cats, scale, note)
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
                                              layout["font"]["size"], heatmap["colorbar"]["title"]["text"])
-    return style.quick([heatmap], layout)
+    band = _window_band(trace, layer, pos, cats, heatmap["xgap"])
+    return style.quick([heatmap] if band is None else [heatmap, band], layout)
 
 
 def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_special: bool, max_cells: int,
@@ -99,11 +135,11 @@ def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_speci
     coordinates. Axes are written as one layout dict: make_subplots plus per-axis updates takes seconds for 144 cells.
     """
     rows = math.ceil(len(maps) / cols)
-    pos = axes.kept(trace.tokens, hide_special)
-    cats = axes.categories(trace.tokens, pos, max_cells)
+    pos = axes.kept(trace.tokens, hide_special, trace.special_positions)
+    cats = axes.categories(trace.labels, pos, max_cells)
     ticks = ticks and len(cats) == len(pos)
     # a ~140 px thumbnail has room for about 10 legible labels per axis
-    axis = axes.token_axis(cats, trace.tokens, pos, presentation, 10) if ticks else dict(type="category", showticklabels=False)
+    axis = axes.token_axis(cats, trace.labels, pos, presentation, 10) if ticks else dict(type="category", showticklabels=False)
     data, layout, cells = [], {}, []
     weights = [np.round(axes.block_mean(_pattern(trace, lay, h, hide_special)[0], max_cells, max_cells), 3) for lay, h in maps]
     _, _, top, bar = colour_scale(np.stack(weights) if weights else np.zeros((1, 1)), scale)
@@ -129,8 +165,9 @@ def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_speci
 
 
 def _note(trace: Trace, shown: int, max_cells: int | None = None) -> str:
-    """What the maps leave out: hidden [CLS]/[SEP] (rows renormalised) and block-averaging."""
-    notes = [" [CLS]/[SEP] hidden; rows renormalised to sum to 1."] if shown < trace.seq_len else []
+    """What the maps leave out: hidden special tokens (rows renormalised) and block-averaging."""
+    notes = ([f" {label(axes.special_names(trace.special_tokens, '/'), 30)} hidden; rows renormalised to sum to 1."]
+             if shown < trace.seq_len else [])
     if max_cells is not None and shown > max_cells:
         notes.append(f" Long input: each map block-averaged from {shown} to {max_cells} tokens.")
     return "".join(notes)
@@ -145,7 +182,7 @@ def attention_grid(
     In presentation mode up to 6 per row, so 12 heads fit a 600 px tall projector figure in two rows.
     """
     axes.check(trace, layer)
-    heads, shown = trace.num_heads, len(axes.kept(trace.tokens, hide_special))
+    heads, shown = trace.num_heads, len(axes.kept(trace.tokens, hide_special, trace.special_positions))
     cols = min(heads, 6 if presentation else 4)
     rows = math.ceil(heads / cols)
     data, grid, cells = _thumbnails(trace, [(layer, h) for h in range(heads)], cols, hide_special, max_cells, 0.07,
@@ -168,7 +205,7 @@ def model_view(trace: Trace, hide_special: bool = False, max_cells: int = 32, *,
     notes = [style.paper_note(f"H{h}", (cells[h][0] + cells[h][1]) / 2, cells[h][3], size, yanchor="bottom") for h in range(H)]
     notes += [style.paper_note(f"L{lay}", cells[lay * H][0], (cells[lay * H][2] + cells[lay * H][3]) / 2, size, xanchor="right")
               for lay in range(L)]
-    shown = len(axes.kept(trace.tokens, hide_special))
+    shown = len(axes.kept(trace.tokens, hide_special, trace.special_positions))
     title = f"Model view: {L} layers × {H} heads (rows = layers, columns = heads)"
     layout = style.layout(title, presentation, style.sentence(trace) + _note(trace, shown, max_cells),
                           height=L * max(60, 900 // max(H, 1)) + 160)
@@ -186,10 +223,10 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     wa, pos = _pattern(a, layer, head, False)
     wb, _ = _pattern(b, layer, head, False)
     axes.check(b, layer, head)
-    cats = axes.categories(a.tokens, pos)
+    cats = axes.categories(a.labels, pos)
     both, zmin, zmax, bar = colour_scale(np.stack([wa, wb]), scale)
     height = axes.map_height(len(pos), presentation)
-    axis = axes.map_axis(cats, a.tokens, pos, presentation, height, 130)
+    axis = axes.map_axis(cats, a.labels, pos, presentation, height, 130)
     who = f"head {head}" if head is not None else "average of heads"
     layout = style.layout(f"Attention, layer {layer}, {who}", presentation, style.sentence(a, 70), height=height)
     layout["margin"]["t"] += 30  # room for the two map titles

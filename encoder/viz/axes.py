@@ -6,6 +6,7 @@ heights and margins; and the check that a layer, head or tap exists in a trace.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -14,7 +15,6 @@ from ..trace import Trace
 from . import style
 from .text import label, text_px
 
-SPECIAL = frozenset({"[CLS]", "[SEP]"})
 MAX_CELLS = 512  # rows or columns of a heatmap beyond which values are block-averaged
 
 
@@ -28,10 +28,16 @@ def check(trace: Trace, layer: int, head: int | None = None, tap: str | None = N
         raise ValueError(f"tap={tap!r} is unknown; choose one of {', '.join(TAPS)}.")
 
 
-def kept(tokens: list[str], hide_special: bool) -> list[int]:
-    """Positions to show: all, or all but [CLS]/[SEP] (all again if nothing else is left)."""
-    keep = [i for i, t in enumerate(tokens) if not (hide_special and t in SPECIAL)]
+def kept(tokens: Sequence[str], hide_special: bool, special: Collection[int] = ()) -> list[int]:
+    """Positions to show: all, or all but the `special` ones (Trace.special_positions: [CLS]/[SEP], <s>/</s>...);
+    all again if nothing else is left."""
+    keep = [i for i in range(len(tokens)) if not (hide_special and i in special)]
     return keep or list(range(len(tokens)))
+
+
+def special_names(specials: Sequence[str], joint: str = " / ") -> str:
+    """The model's special tokens for a sentence, e.g. "[CLS] / [SEP]" or "<s> / </s>"; "special tokens" if none."""
+    return joint.join(specials) if specials else "special tokens"
 
 
 def bounds(n: int, k: int) -> np.ndarray:

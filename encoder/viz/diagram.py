@@ -14,16 +14,20 @@ from ..model import DROPOUTS, TAPS, Wire, flow_edges, placement
 from .text import printable
 
 FINAL = "final"  # the node of the stack's final LayerNorm (Trace.final), drawn when the config has one
+# The node of the positional encoding, drawn for every model: added to the embeddings (sinusoidal, learned) and so
+# into layer 0's input, or turning q and k inside every attention (rotary), or absent (none).
+POSITIONS = "positions"
 
 # Pastel fills in the spirit of the seeds' diagrams.
 FILL = {
     "input": "#a5d8ff", "output": "#a5d8ff", "attn": "#bac8ff", "ffn_hidden": "#d0bfff", "ffn": "#d0bfff",
     "add1": "#b2f2bb", "add2": "#b2f2bb", "norm1": "#ffec99", "norm2": "#ffec99", FINAL: "#ffec99",
+    POSITIONS: "#ffd8a8",
 }
 RMS_SCALE = ("#f1f6fd", "#dbe8f7", "#c0d7ee", "#94bde0", "#6498cc", "#3a73b0", "#1c4f8a")  # light = small RMS
 INK, RESIDUAL, HIGHLIGHT, ALERT = "#343a40", "#868e96", "#e8590c", "#e03131"
 FONT = "sans-serif"
-HIGHLIGHTS = (*TAPS, *DROPOUTS)
+HIGHLIGHTS = (*TAPS, *DROPOUTS, FINAL)
 INSTALL_HINT = (
     "SVG export needs the Graphviz `dot` program, which is not installed on this server; "
     "install Graphviz: apt-get install graphviz (Debian/Ubuntu) or brew install graphviz (macOS). "
@@ -45,7 +49,18 @@ def _shape(seq: int | None, width: int) -> str:
     return f"{'T' if seq is None else seq}×{width}"
 
 
-def _compact_node_text(cfg: EncoderConfig, wire: Wire, seq: int | None) -> tuple[list[str], dict[str, str]]:
+GATES = {"geglu": "GeGLU", "swiglu": "SwiGLU"}
+
+
+def _window_text(cfg: EncoderConfig, layer: int) -> str:
+    """The attention window of `layer`, short: "window ±4" or "global" ('' when no layer has a window)."""
+    if not cfg.window:
+        return ""
+    w = cfg.layer_window(layer)
+    return f"window ±{w // 2}" if w else "global"
+
+
+def _compact_node_text(cfg: EncoderConfig, wire: Wire, seq: int | None, layer: int = 0) -> tuple[list[str], dict[str, str]]:
     """One short label line for a projector: the operation, and the shape where the width changes."""
     ends = {"shape": "box", "style": "filled,rounded,bold"}  # the layer's input and output: a heavier frame
     if wire.op == "input":
@@ -53,29 +68,63 @@ def _compact_node_text(cfg: EncoderConfig, wire: Wire, seq: int | None) -> tuple
     if wire.op == "=":
         return ["Output"], ends
     if wire.op == "attn":
-        return [f"Self-Attention, {cfg.num_heads} head{'s' if cfg.num_heads > 1 else ''}"], {}
+        extra = " · ".join(t for t in ("RoPE on q, k" if cfg.positional == "rotary" else "", _window_text(cfg, layer)) if t)
+        return [f"Self-Attention, {cfg.num_heads} head{'s' if cfg.num_heads > 1 else ''}", *([extra] if extra else [])], {}
     if wire.op == "w1":
+        if cfg.ffn in GATES:
+            return [f"{GATES[cfg.ffn]} W, V: {_shape(seq, cfg.d_ff)}"], {}
         return [f"W1 + {cfg.activation.upper()}: {_shape(seq, cfg.d_ff)}"], {}
     if wire.op == "w2":
         return ["W2"], {}
     if wire.op == "+":
         return ["+"], {"shape": "circle", "style": "filled", "width": "0.3", "fixedsize": "true"}
-    return _node_text(cfg, wire)
+    if _skipped(cfg, wire, layer):
+        return ["no LayerNorm"], {"style": "filled,rounded,dashed"}
+    return ["LayerNorm"], {}  # the heading says "no biases" once for all of them
 
 
-def _node_text(cfg: EncoderConfig, wire: Wire) -> tuple[list[str], dict[str, str]]:
+def _skipped(cfg: EncoderConfig, wire: Wire, layer: int) -> bool:
+    """Whether this LayerNorm is the identity in `layer`: ModernBERT's layer 0 has no first LayerNorm."""
+    return wire.op == "ln1" and layer == 0 and not cfg.first_norm1
+
+
+def _node_text(cfg: EncoderConfig, wire: Wire, layer: int = 0) -> tuple[list[str], dict[str, str]]:
     """Label lines naming the operation that computes a tap, and the node's shape attributes."""
+    bias = "" if cfg.bias else " (no bias)"
     if wire.op in ("input", "="):
         return ["Input x" if wire.op == "input" else "Output"], {"shape": "ellipse", "style": "filled"}
     if wire.op == "attn":
-        return ["Multi-Head Self-Attention", f"h={cfg.num_heads}, d_k={cfg.d_head}"], {}
+        window = _window_text(cfg, layer)
+        where = {"": [], "global": [f"global attention in layer {layer}"]}.get(
+            window, [f"layer {layer}: sliding window, keys ±{cfg.layer_window(layer) // 2}"])
+        return ["Multi-Head Self-Attention" + bias, f"h={cfg.num_heads}, d_k={cfg.d_head}", *where], {}
     if wire.op == "+":
         return ["+"], {"shape": "circle", "style": "filled", "width": "0.45", "fixedsize": "true", "fontsize": "18"}
     if wire.op in ("ln1", "ln2"):
-        return ["LayerNorm"], {}
+        if _skipped(cfg, wire, layer):
+            return ["no LayerNorm in layer 0", "(the embeddings end in one)"], {"style": "filled,rounded,dashed"}
+        return ["LayerNorm" + ("" if cfg.bias else " (no β)")], {}
     if wire.op == "w1":
-        return [f"Linear W1 + {cfg.activation.upper()}"], {}
-    return ["Linear W2"], {}
+        if cfg.ffn in GATES:
+            act = "GELU" if cfg.ffn == "geglu" else "SiLU"
+            return [f"{GATES[cfg.ffn]}{bias}", f"{act}(x W) ⊙ (x V)"], {}
+        return [f"Linear W1 + {cfg.activation.upper()}{bias}"], {}
+    return [f"Linear W2{bias}"], {}
+
+
+def _positions_text(cfg: EncoderConfig, compact: bool) -> tuple[list[str], str, str]:
+    """The positional-encoding node's lines, the tap its edge enters, and that edge's label (full drawing)."""
+    if cfg.positional == "rotary":
+        thetas = f"θ {cfg.rope_theta:,.0f}" + (f", window layers {cfg.rope_theta_local:,.0f}"
+                                                if cfg.window and cfg.rope_theta_local != cfg.rope_theta else "")
+        if compact:  # the attention node says "RoPE on q, k": an edge across the drawing would cross its columns
+            return ["Embeddings; RoPE in attention"], "input", ""
+        return ["Rotary positions (RoPE)", thetas], "attn", _text("turns q and k", "in every layer")
+    kind = {"sinusoidal": "sinusoidal", "learned": "learned"}.get(cfg.positional)
+    if compact:
+        return [f"Embeddings + {kind} positions" if kind else "Embeddings, no positions"], "input", ""
+    lines = ["Embeddings", f"token + {kind} positions" if kind else "token only: no positional encoding"]
+    return lines, "input", _text("into layer 0")
 
 
 def _compact_edge_text(cfg: EncoderConfig, kind: str, highlight: str | None) -> str:
@@ -193,10 +242,16 @@ def layer_diagram(
     bad = {r.tap: int(r.nonfinite) for r in rows.itertuples() if r.nonfinite > 0} if rows is not None else {}
     if compact:
         heading = [f"{'Post' if norm == 'post' else 'Pre'}-LN layer × {config.num_layers}"
+                   + ("" if config.bias else ", no biases")
+                   + (f", layer {layer}" if rows is None and config.window else "")
                    + ("" if rows is None else f", statistics of layer {layer}")]
     else:
         where = "Post-LN: LayerNorm after each residual add" if norm == "post" else "Pre-LN: LayerNorm before each sub-layer"
         heading = [f"Encoder layer × {config.num_layers}", where]
+        if config.window:
+            heading.append(f"drawn: layer {layer} ({_window_text(config, layer)})")
+        if not config.bias:
+            heading.append("no biases in any Linear or LayerNorm")
         if rows is not None:
             heading.append(f"statistics of layer {layer}")
     with g.subgraph(name="cluster_layer") as outer:
@@ -212,7 +267,8 @@ def layer_diagram(
                           fontsize=COMPACT_FONT if compact else "12")
             for wire in placement(norm):
                 tap = wire.tap
-                lines, attrs = _compact_node_text(config, wire, seq) if compact else _node_text(config, wire)
+                lines, attrs = (_compact_node_text(config, wire, seq, layer) if compact
+                                else _node_text(config, wire, layer))
                 attrs = {"fillcolor": FILL[tap], "tooltip": tap, **attrs}
                 if rows is not None:
                     row = rows[rows["tap"] == tap]
@@ -253,13 +309,23 @@ def layer_diagram(
             attrs.update(tailport="w", headport="w")
         label = _compact_edge_text(config, kind, highlight) if compact else _edge_text(config, kind, seq, highlight)
         g.edge(*ends, label, **attrs)
+    # The positional encoding, outside the repeated layer: above its input (sinusoidal, learned, none), or turning q
+    # and k in the attention of every layer (rotary).
+    lines, into, label = _positions_text(config, compact)
+    g.node(POSITIONS, _text(*lines), fillcolor=FILL[POSITIONS], tooltip=f"positional encoding: {config.positional}",
+           **({"style": "filled,rounded,dashed"} if config.positional == "none" else {}))
+    g.edge(POSITIONS, into, label, style="dashed", color=RESIDUAL)
+    if into != "input":  # drawn above the layer's input, where the tokens come in
+        g.edge(POSITIONS, "input", style="invis")
     if config.final_norm:  # Encoder.final_ln: once, after the last of the num_layers layers
+        ring = dict(color=HIGHLIGHT, penwidth="4.5") if highlight == FINAL else {}
         if compact:
             g.node(FINAL, _text("Final LayerNorm", f"after layer {config.num_layers - 1}"), fillcolor=FILL[FINAL],
-                   tooltip="final LayerNorm, once after the stack")
+                   tooltip="final LayerNorm, once after the stack", **ring)
             g.edge(FINAL, "output", style="dashed", dir="back")  # above the output, which is on the top row
         else:
-            g.node(FINAL, _text("Final LayerNorm", "after the stack"), fillcolor=FILL[FINAL], tooltip="final LayerNorm")
+            g.node(FINAL, _text("Final LayerNorm", "after the stack"), fillcolor=FILL[FINAL], tooltip="final LayerNorm",
+                   **ring)
             g.edge("output", FINAL, _text(f"after layer {config.num_layers - 1}"), style="dashed")
     return g
 

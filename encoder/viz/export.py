@@ -30,8 +30,11 @@ def model_tag(config: EncoderConfig, model_key: str | None = None) -> str:
         return PRETRAINED_TAG
     if model_key and model_key.startswith("ckpt:"):
         return safe_filename(model_key.removeprefix("ckpt:"), 30)
-    return (f"custom-{config.norm}-{config.activation}-d{config.d_model}-h{config.num_heads}-L{config.num_layers}"
-            if model_key is not None or not config.embed_norm else f"bert-L{config.num_layers}-d{config.d_model}")
+    if model_key is None and config.embed_norm:
+        return f"bert-L{config.num_layers}-d{config.d_model}"
+    ffn = config.activation if config.ffn == "plain" else config.ffn  # GeGLU and SwiGLU bring their own activation
+    extra = ("-rope" if config.positional == "rotary" else "") + (f"-w{config.window}" if config.window else "")
+    return f"custom-{config.norm}-{ffn}-d{config.d_model}-h{config.num_heads}-L{config.num_layers}{extra}"
 
 
 def sentence_words(trace: Trace) -> str:

@@ -33,13 +33,15 @@ class HeadSteps:
     v: np.ndarray  # (T, d_k) every value v_j
     scores: np.ndarray  # (T,) q_i·k_j
     scaled: np.ndarray  # (T,) q_i·k_j / √d_k
-    weights: np.ndarray  # (T,) softmax of scaled: row i of the attention map
+    weights: np.ndarray  # (T,) softmax of scaled over the keys in the window: row i of the attention map
     trace_row: np.ndarray  # (T,) row i of trace.attention, for comparison
     mixed: np.ndarray  # (T, d_k) a_ij v_j
     z_sum: np.ndarray  # (d_k,) Σ_j a_ij v_j
     z: np.ndarray  # (d_k,) the head's output z_i as the forward pass computed it
     concat: np.ndarray  # (D,) Concat(z_i of every head): the row W_O multiplies
     attn: np.ndarray  # (D,) the attn tap's row i: concat · W_Oᵀ + b
+    radius: int = 0  # in a sliding-window layer, how far a key may be from the query (window / 2); 0 = global
+    outside: np.ndarray | None = None  # (T,) bool: keys outside the window, whose scores the softmax never sees
 
     @property
     def d_k(self) -> int:
@@ -56,13 +58,17 @@ def head_steps(trace: Trace, layer: int, head: int, query: int) -> HeadSteps:
     q, k, v = f64(h["q"][head, query]), f64(h["k"][head]), f64(h["v"][head])
     scores = k @ q
     scaled = scores / math.sqrt(q.shape[0])
-    e = np.exp(scaled - scaled.max())
+    # A sliding-window layer masks the keys more than window/2 away with -inf before the softmax (encoder/window.py)
+    radius = trace.config.layer_window(layer) // 2
+    outside = np.abs(np.arange(len(scores)) - query) > radius if radius else np.zeros(len(scores), dtype=bool)
+    seen = np.where(outside, -np.inf, scaled)
+    e = np.exp(seen - seen.max())
     weights = e / e.sum()
     mixed = weights[:, None] * v
-    return HeadSteps(layer=layer, head=head, query=query, tokens=list(trace.tokens), q=q, k=k, v=v, scores=scores,
+    return HeadSteps(layer=layer, head=head, query=query, tokens=list(trace.labels), q=q, k=k, v=v, scores=scores,
                      scaled=scaled, weights=weights, trace_row=f64(trace.attention[layer, head, query]), mixed=mixed,
                      z_sum=mixed.sum(0), z=f64(h["z"][head, query]), concat=f64(h["concat"][query]),
-                     attn=f64(trace.taps[layer]["attn"][query]))
+                     attn=f64(trace.taps[layer]["attn"][query]), radius=radius, outside=outside)
 
 
 def _rows(steps: HeadSteps) -> list[str]:
@@ -138,11 +144,14 @@ def scores_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
     x = _split([0.52, 0.16, 0.16, 0.16], 0.03, 0.1, 0.93)
     m, s = _m(steps.q, steps.k), _m(steps.scores)
     bar = dict(title=dict(text="q, k", side="right"), thickness=14, len=0.5, y=0.5)
+    masked = steps.outside is not None and bool(steps.outside.any())
+    # Keys outside a sliding window: their scaled score is -inf for the softmax, drawn as an empty cell
+    scaled = np.where(steps.outside, np.nan, steps.scaled) if masked else steps.scaled
     data = [
         _grid(1, steps.q[None, :], [f"q ({i})"], style.DIVERGING, -m, m, "q_i dim %{x}: %{z:.4f}<extra></extra>", colorbar=bar),
         _grid(2, steps.k, rows, style.DIVERGING, -m, m, "k of %{y}, dim %{x}: %{z:.4f}<extra></extra>"),
         _grid(3, steps.scores, rows, style.DIVERGING, -s, s, "q_i·k of %{y} = %{z:.4f}<extra></extra>", text),
-        _grid(4, steps.scaled, rows, style.DIVERGING, -s / root, s / root, f"q_i·k of %{{y}} / √{dk} = %{{z:.4f}}<extra></extra>",
+        _grid(4, scaled, rows, style.DIVERGING, -s / root, s / root, f"q_i·k of %{{y}} / √{dk} = %{{z:.4f}}<extra></extra>",
               text),
         _grid(5, steps.weights, rows, style.ATTENTION_SCALE, 0, 1, f"“{tok}” → %{{y}}: %{{z:.6f}}<extra></extra>", text),
     ]
@@ -150,11 +159,15 @@ def scores_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
         _panel(1, x[0], top, f"q_i for “{tok}” ({i}): 1 × d_k = 1 × {dk}", size),
         _panel(2, x[0], body, f"K: T × d_k = {T} × {dk}", size, ticks=True),
         _panel(3, x[1], body, f"q_i·k_j<br>{T} scores", size),
-        _panel(4, x[2], body, f"÷ √{dk}<br>= ÷ {root:.2f}", size),
+        _panel(4, x[2], body, f"÷ √{dk}<br>= ÷ {root:.2f}" + (", −∞ outside" if masked else ""), size),
         _panel(5, x[3], body, f"softmax<br>= row {i} of A", size),
     ]
     sub = (f"Layer {steps.layer}, head {steps.head}. Each key's score is q_i·k_j; dividing by √d_k keeps the "
            "softmax from saturating;<br>the softmax turns the scores into weights that sum to 1.")
+    if masked:
+        sub = (f"Layer {steps.layer}, head {steps.head}: a sliding window. Only the keys at most {steps.radius} "
+               "positions away count: the others' scores<br>become −∞ (empty cells), so the softmax gives them 0 and "
+               "the weights in the window sum to 1.")
     return _figure(data, panels, f"How “{tok}” decides where to look", sub, height, presentation)
 
 

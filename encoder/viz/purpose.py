@@ -229,13 +229,17 @@ def attention_change(intact: Tensor, knocked: Tensor, knocked_layers: set[int] |
 
 
 def rollout_heatmap(matrix: Tensor, tokens: list[str], layer: int, hide_special: bool = False, *,
-                    subtitle: str = "", presentation: bool = False) -> go.Figure:
+                    special: Sequence[int] = (), special_names: str = "special tokens", subtitle: str = "",
+                    presentation: bool = False) -> go.Figure:
     """Attention rollout up to `layer` (Abnar & Zuidema 2020): a (T, T) matrix, rows = output positions, columns =
-    input tokens, colours from 0 to the largest value (rollout rows sum to 1 but spread thin)."""
+    input tokens, colours from 0 to the largest value (rollout rows sum to 1 but spread thin).
+
+    hide_special leaves out the positions `special` (Trace.special_positions), named `special_names` in the title.
+    """
     w = _matrix(matrix)
     if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] != len(tokens):
         raise ValueError(f"Expected a (T, T) rollout for {len(tokens)} tokens, got {w.shape}.")
-    pos = axes.kept(tokens, hide_special)
+    pos = axes.kept(tokens, hide_special, special)
     if len(pos) < len(tokens):
         w = w[np.ix_(pos, pos)]
     cats = axes.categories(tokens, pos)
@@ -245,7 +249,7 @@ def rollout_heatmap(matrix: Tensor, tokens: list[str], layer: int, hide_special:
                    colorscale=style.colorscale(style.ATTENTION_SCALE), xgap=gap, ygap=gap,
                    colorbar=dict(title=dict(text="share", side="right"), thickness=18, len=1),
                    hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>")
-    note = "" if len(pos) == len(tokens) else " ([CLS]/[SEP] hidden)"
+    note = "" if len(pos) == len(tokens) else f" ({label(special_names, 30)} hidden)"
     layout = style.layout(f"Attention rollout through layers 0–{layer}{note}", presentation, subtitle, height=720)
     axis = axes.token_axis(cats, tokens, pos, presentation)
     # The map fills the plot area (as attention.attention_heatmap), so the colour bar is exactly as tall as the map.

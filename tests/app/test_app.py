@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -215,7 +216,7 @@ def test_operator_checkpoints_are_offered_by_name(monkeypatch, tmp_path):
     folder = tmp_path / "my-bert"
     folder.mkdir()
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
-        (folder / name).symlink_to(bundled_model_dir() / name)
+        shutil.copy(bundled_model_dir() / name, folder / name)  # a link out of the folder would be refused
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
@@ -223,9 +224,12 @@ def test_operator_checkpoints_are_offered_by_name(monkeypatch, tmp_path):
     at = start({"model": "ckpt:my-bert"})
     assert_clean(at)
     assert frame_of(at).trace.num_layers == 6
-    at = start({"model": "ckpt:broken"})
+    assert at.radio(key="w:model").options[-1] == "Checkpoint: my-bert"
+    at = start({"model": "ckpt:broken"})  # refused in the listing: never offered, the link falls back with the reason
     assert_clean(at)
-    assert any("broken" in e.value and "missing" in e.value for e in at.error)
+    assert any("broken" in w.value and "missing" in w.value for w in at.warning)
+    assert "Checkpoint: broken" not in at.radio(key="w:model").options
+    assert any("broken" in c.value and "missing" in c.value for c in at.sidebar.caption)
     at = start({"model": "ckpt:../../etc"})
     assert_clean(at)
     assert any("not available" in w.value for w in at.warning)

@@ -106,8 +106,9 @@ def test_attention_caption_and_figure_agree_on_renormalised_rows(traces):
     fig = attention.attention_heatmap(trace, 3, 1, hide_special=True)
     rows = torch.tensor(fig.data[0].z, dtype=torch.float64).sum(1)
     assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5)
-    assert "renormalised" in captions.attention_caption(True, "fixed")
-    shown = captions.attention_caption(False, "fixed")
+    hidden = captions.attention_caption(True, "fixed", trace.special_tokens)
+    assert "renormalised" in hidden and hidden.count("[CLS] and [SEP] are hidden") == 1
+    shown = captions.attention_caption(False, "fixed", trace.special_tokens)
     assert "Every row sums to 1" in shown
     assert torch.allclose(trace.attention[3, 1].double().sum(-1), torch.ones(trace.seq_len, dtype=torch.float64),
                           atol=1e-5)

@@ -103,7 +103,8 @@ def check_lines(lines: list, expected: torch.Tensor, query_i: int, heads: list[s
 
 def fake_trace(att: torch.Tensor):
     L, H, T, _ = att.shape
-    return type("T", (), dict(seq_len=T, num_layers=L, num_heads=H, tokens=["tok"] * T, text="x", attention=att))
+    return type("T", (), dict(seq_len=T, num_layers=L, num_heads=H, tokens=["tok"] * T, labels=["tok"] * T,
+                              special_positions=(), text="x", attention=att))
 
 
 def decoded(data: bytes) -> tuple[dict, bytes]:
@@ -115,7 +116,8 @@ def decoded(data: bytes) -> tuple[dict, bytes]:
 # ------------------------------------------------------------------------------------------------ no browser
 def test_payload_round_trips_within_half_a_step():
     att = torch.rand(2, 3, 5, 5, generator=torch.Generator().manual_seed(0)).softmax(-1)
-    trace = type("T", (), dict(seq_len=5, num_layers=2, num_heads=3, tokens=list("abcde"), text="x", attention=att))
+    trace = type("T", (), dict(seq_len=5, num_layers=2, num_heads=3, tokens=list("abcde"), labels=list("abcde"),
+                               special_positions=(0, 4), text="x", attention=att))
     header, body = decoded(payload.build(trace, dict(layer=1, head=2, avg=False, query=0), name="n"))
     w = np.frombuffer(body, dtype="<u2").reshape(2, 3, 5, 5) / payload.LEVELS
     assert header["layers"] == [0, 1] and header["tokens"] == list("abcde") and header["sel"]["head"] == 2

@@ -18,6 +18,7 @@ from devkit.server import launch, streamlit_server
 from encoder.viz.style import MIN_PRESENT_FONT
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
 from tests.app.test_projector import CUT_JS, FIT_JS, LOAD_MS, MAIN, VIEWPORTS
+from ui import settings
 
 DIAGRAM = '[data-testid="stMain"] [data-testid="stGraphVizChart"]'
 MODELS = {
@@ -25,6 +26,11 @@ MODELS = {
     "custom-pre-final": ({"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "256", "num_layers": "2",
                           "norm": "pre", "activation": "relu", "final_norm": "true"},
                          ["Pre-LN layer × 2", "Self-Attention, 4 heads", "W1 + RELU: 16×256", "Final LayerNorm"]),
+    # every node of later encoders at once: the positional node, RoPE and the window in attention, GeGLU, no biases
+    "modernbert-style": ({"model": "custom"} | {k: settings.SETTINGS[k].format(v)
+                                                for k, v in settings.PRESETS["ModernBERT-style"].items()},
+                         ["Pre-LN layer × 6, no biases", "Self-Attention, 4 heads", "RoPE on q, k · ",
+                          "GeGLU W, V: 16×384", "Final LayerNorm", "Embeddings; RoPE in attention"]),
 }
 TEXT = "The animal didn't cross the street because it was too tired."  # 16 tokens with [CLS] and [SEP]
 

@@ -81,7 +81,7 @@ def base_trace() -> Trace:
 def test_live_facts_agree_with_the_answer_key(base_trace):
     facts, cfg = live_facts(base_trace), base_trace.config
     # attention, bidirectional: no causal mask, so weight on both sides of the diagonal
-    assert "without a mask" in _answer("attention") and facts["max_weight_right_of_diagonal"] > 0.01
+    assert "without a causal mask" in _answer("attention") and facts["max_weight_right_of_diagonal"] > 0.01
     assert "both sides" in _answer("bidirectional") and facts["weight_left_of_diagonal"] > 0
     # layers: the base encoder runs through 6 layers
     assert int(_answer("layers")) == facts["num_layers"]

@@ -6,7 +6,7 @@ import torch
 from encoder import TAPS, EncoderConfig, build_model
 from encoder.model import DROPOUTS, flow_edges, flow_order
 from encoder.viz.diagram import HIGHLIGHTS
-from ui.steps import PROSE, layer_steps
+from ui.steps import FINAL, PROSE, layer_steps
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -57,3 +57,52 @@ def test_the_walk_ends_on_the_tensor_the_layer_returns(norm):
     order = [s.tap for s in layer_steps(cfg)]
     last = "norm2" if norm == "post" else "add2"
     assert order[-2] == last and torch.equal(taps["output"], taps[last])
+
+
+# ------------------------------------------------------------ the settings of later encoders (issue 20)
+MODERN = EncoderConfig(d_model=64, num_heads=4, d_ff=96, num_layers=4, norm="pre", final_norm=True, positional="rotary",
+                       rope_theta=160000.0, ffn="geglu", bias=False, window=4, global_every=3, dropout=0.0)
+
+
+def text_of(steps, key: str) -> str:
+    return next(s.text for s in steps if s.key == key)
+
+
+@pytest.mark.parametrize(("positional", "words"), [
+    ("sinusoidal", "plus the sinusoidal positional encoding in layer 0"),
+    ("learned", "plus the learned position embeddings in layer 0"),
+    ("rotary", "rotary positions add nothing here"),
+    ("none", "this model has no positional encoding")])
+def test_the_input_step_says_where_positions_enter(positional, words):
+    steps = layer_steps(EncoderConfig(positional=positional))
+    assert words in text_of(steps, "input")
+    assert ("rotary positions turn" in text_of(steps, "attn")) == (positional == "rotary")
+
+
+def test_the_attention_step_follows_the_layer_window_and_theta():
+    for layer, window in ((0, False), (1, True), (2, True), (3, False)):  # global every 3rd layer: 0 and 3
+        attn = text_of(layer_steps(MODERN, layer), "attn")
+        assert ("at most 2 positions away" in attn) == window and ("all tokens" in attn) == (not window)
+        assert f"θ = {MODERN.layer_theta(layer):g}" in attn and "no bias terms" in attn
+    assert "global layers" in text_of(layer_steps(MODERN, 0), "attn")
+    assert "window" not in text_of(layer_steps(EncoderConfig()), "attn")
+
+
+@pytest.mark.parametrize(("ffn", "activation", "words"), [
+    ("plain", "relu", "the activation is ReLU, which zeroes"), ("plain", "gelu", "the activation is GELU, which squashes"),
+    ("geglu", "relu", "GELU(x W) is multiplied element by element with x V"),
+    ("swiglu", "relu", "SiLU(x W) is multiplied element by element with x V")])
+def test_the_hidden_layer_step_names_the_feed_forward_it_has(ffn, activation, words):
+    step = next(s for s in layer_steps(EncoderConfig(ffn=ffn, activation=activation)) if s.key == "ffn_hidden")
+    assert words in step.text and ("GLU" in step.title) == (ffn != "plain")
+    assert "(ReLU or GELU)" not in step.text  # said for this model, not for any model
+
+
+def test_no_biases_and_a_final_layer_norm_are_steps_of_the_walk():
+    steps = layer_steps(MODERN, 1)
+    assert steps[-1].key == FINAL and steps[-1].tap == FINAL and steps[-1].key in HIGHLIGHTS
+    assert "This model has one: the last step." in text_of(steps, "output")
+    assert "no bias β" in text_of(steps, "norm1") and "no bias terms" in text_of(steps, "ffn")
+    assert [s.key for s in steps[:-1]] == [s.key for s in layer_steps(MODERN.replace(final_norm=False), 1)]
+    assert FINAL not in [s.key for s in layer_steps(EncoderConfig())]
+    assert len(layer_steps(MODERN, 0)) == len(steps)  # the same stops in every layer: Previous/Next keep their place

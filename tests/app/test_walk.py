@@ -53,8 +53,12 @@ KNOB_TARGETS = {"d_model": (32, 64, 96, 128), "num_heads": (1, 2, 3, 4, 8, 16), 
                 "num_layers": (1, 2, 3)}
 # (seed, start page, start URL settings): at least 200 steps in all.
 # Seed 4 stays on Attention: the map's own controls and Measure choice among the sidebar's, for 30 steps.
+# Seed 5 starts on the ModernBERT-style knobs (rotary, GeGLU, no bias, a window with global layers) at a size the walk
+# runs quickly.
+MODERN = SMALL | {"d_ff": "256", "norm": "pre", "final_norm": "true", "positional": "rotary", "rope_theta": "160000",
+                  "ffn": "geglu", "bias": "false", "window": "4", "global_every": "2", "num_layers": "3"}
 WALKS = [(1, "/", SMALL), (2, "/", {}), (3, "/side-by-side", SMALL | {"norm": "pre", "text": "The cat sat."}),
-         (4, "/", {"measure": "value", "beside": "true"})]
+         (4, "/", {"measure": "value", "beside": "true"}), (5, "/", MODERN)]
 STAY = {4: 30}  # seed -> steps of a walk that never opens another page
 STEPS = 50
 
@@ -345,6 +349,41 @@ def play_your_lesson(tab: Tab, log: list[str], since: int) -> None:
     log.append("lesson: Leave lesson")
     assert_consistent(tab, since, "\n".join(log))
     assert not tab.url_values()["present"] and tab.url_values()["slide"] == 0, "\n".join(log)
+
+
+NEW_KNOBS = ("rope_theta", "window", "global_every", "rope_theta_local", "ffn", "bias", "positional")  # positional last
+
+
+def test_the_modern_settings_then_every_page(tabs):
+    """The ModernBERT-style preset in one click, then each knob of later encoders changed once (each drawn only where
+    it applies), every page visited with them, and the last URL reopened in a fresh tab."""
+    tab, log = tabs(), ["open / (custom, small)"]
+    since = len(tab.log.lines)
+    tab.goto("/", SMALL)
+    tab.open_sidebar()
+    preset = tab.page.locator('[data-testid="stSidebar"]').get_by_role("button", name="ModernBERT-style", exact=True)
+    tab.settle(lambda: preset.click(), timeout=LOAD_S)
+    log.append("press ModernBERT-style")
+    assert_consistent(tab, since, "\n".join(log))
+    assert {k: tab.url_values()[k] for k in settings.PRESETS["ModernBERT-style"]} == settings.PRESETS["ModernBERT-style"]
+    for key in NEW_KNOBS:  # each on screen now (rotary, with a window); positional last: theta goes with it
+        w = next((w for w in tab.widgets() if w.setting == key), None)
+        assert w is not None and w.sidebar, f"{key} is not drawn\n" + "\n".join(log)
+        before = tab.url_values()
+        log.append(change(tab, w))
+        assert_consistent(tab, since, "\n".join(log))
+        assert tab.url_values() != before, f"{key} changed no setting\n" + "\n".join(log)
+    # positional moved on to "none" and the window to 16: theta is gone, the window's alternation stays
+    drawn = {w.setting for w in tab.widgets()}
+    assert "rope_theta" not in drawn and "global_every" in drawn, drawn
+    tour(tab, log, {})
+    seen, fresh = tab.signature(), tabs()
+    fresh.page.goto(tab.page.url)
+    fresh.settle(timeout=LOAD_S)
+    deadline = time.monotonic() + 5
+    while fresh.signature() != seen and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert fresh.signature() == seen, "\n".join(log)
 
 
 def test_every_control_then_every_page(tabs):

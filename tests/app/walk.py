@@ -8,6 +8,7 @@ URL holds (or of the default when the URL leaves it out).
 
 from __future__ import annotations
 
+import functools
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -18,9 +19,11 @@ from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from devkit.server import READY, ServerLog
+from encoder.tokenizer import bundled_model_dir, special_tokens, tokenizer
 from encoder.viz.text import printable
-from ui import lessons, pages, player, quiz, settings
+from ui import captions, checkpoints, lessons, pages, player, quiz, settings
 from ui.purpose import ablate_label
+from ui.resources import APP_MAX_TOKENS
 from ui.settings import SETTINGS
 
 # Plain-text tracebacks in the server log, and no hot reload while other people save files.
@@ -516,10 +519,33 @@ def expected_display(key: str, values: dict[str, Any]) -> str | None:
         return q.options[int(c)] if c.isdigit() and int(c) < len(q.options) else None
     if key == "lesson":  # the Lessons page shows a lesson's title; no lesson named yet: the first on offer
         return player.ref_label(values["lesson"] or lessons.catalogue()[0].ref)
-    if key == "model":
-        value = values["model"]
+    if key in ("model", "model_b"):
+        value = values[key]
         return MODEL_NAMES.get(value, f"Checkpoint: {value.removeprefix(settings.CHECKPOINT_PREFIX)}")
+    if key == "pool":  # named by the model's first token: "[CLS] vector", "<s> vector"
+        return captions.pool_name(values["pool"], model_specials(values["model"])[1])
     return SETTINGS[key].show(values[key])
+
+
+def expected_label(key: str, values: dict[str, Any]) -> str:
+    """The label of setting `key`'s widget: the table's, or for Hide the model's own special tokens."""
+    if key == "hide_special":
+        return captions.hide_label(model_specials(values["model"])[0])
+    return SETTINGS[key].label
+
+
+@functools.lru_cache(maxsize=16)
+def model_specials(model: str) -> tuple[tuple[str, ...], str | None]:
+    """The special tokens of a model choice's tokenizer, and the one every sentence starts with (None: a word)."""
+    if model == settings.PRETRAINED:
+        folder = bundled_model_dir()
+    elif model.startswith(settings.CHECKPOINT_PREFIX):
+        folder = checkpoints.checkpoint_dir(model.removeprefix(settings.CHECKPOINT_PREFIX))
+    else:
+        folder = None  # a custom model reads the bundled vocabulary, as encoder.Encoder's vocab_dir None does
+    specials = special_tokens(APP_MAX_TOKENS, folder)
+    first = tokenizer(APP_MAX_TOKENS, folder).encode("x").tokens[0]
+    return specials, first if first in specials else None
 
 
 def multi_labels(key: str, values: dict[str, Any]) -> list[str]:
@@ -548,8 +574,8 @@ def mismatches(widgets: list[Widget], values: dict[str, Any]) -> list[str]:
             if key not in SETTINGS:
                 wrong.append(f"{w.key}: a widget keyed like a setting, but there is no setting {key!r}")
                 continue
-            if w.label != SETTINGS[key].label:
-                wrong.append(f"{key}: label {w.label!r}, the settings table says {SETTINGS[key].label!r}")
+            if w.label != expected_label(key, values):
+                wrong.append(f"{key}: label {w.label!r}, the settings table says {expected_label(key, values)!r}")
         want = expected_display(key, values)
         if w.kind == "stSlider" and not key.startswith("quiz_") and SETTINGS[key].widget == "slider":
             same = w.value is not None and abs(float(w.value) - float(values[key])) < 1e-9  # "0.10" shows 0.1

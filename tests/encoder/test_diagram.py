@@ -48,8 +48,9 @@ def test_every_node_is_a_tap_the_model_produced_and_every_tap_is_drawn(norm):
     nodes, edges, _ = layout(diagram.layer_diagram(cfg))
     small = encoder.build_model(encoder.EncoderConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1, norm=norm))
     produced = encoder.run(small, "a b").taps[0]  # what the forward really returned
-    assert sorted(nodes) == sorted(produced) == sorted(flow_order(norm))
-    assert {name for edge in edges for name in edge} == set(produced)
+    # the layer's nodes, and outside it the positional encoding, drawn for every model
+    assert sorted(set(nodes) - {diagram.POSITIONS}) == sorted(produced) == sorted(flow_order(norm))
+    assert {name for edge in edges for name in edge} == {*produced, diagram.POSITIONS}
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -57,12 +58,13 @@ def test_edges_are_the_placement_table(norm):
     graph = diagram.layer_diagram(MINILM.replace(norm=norm))
     edges = layout(graph)[1]
     table = flow_edges(norm)
-    assert set(edges) == {(tail, head) for tail, head, _ in table} and len(edges) == len(table)
+    into = {(diagram.POSITIONS, "input")}  # the embeddings' positions enter layer 0's input
+    assert set(edges) == {(tail, head) for tail, head, _ in table} | into and len(edges) == len(table) + 1
     dashed = {e for e, attrs in edges.items() if attrs.get("style") == "dashed"}
-    assert dashed == {(tail, head) for tail, head, kind in table if kind == "res"}
+    assert dashed == {(tail, head) for tail, head, kind in table if kind == "res"} | into
     (qkv,) = [(tail, head) for tail, head, kind in table if kind == "qkv"]
     assert "Q, K, V" in edges[qkv]["label"]
-    assert graph.source.count("->") == len(table)
+    assert graph.source.count("->") == len(table) + 1
 
 
 def test_post_and_pre_draw_different_data_flows():
@@ -75,13 +77,13 @@ def test_post_and_pre_draw_different_data_flows():
 def test_final_layer_norm_is_drawn_when_the_config_has_one(norm):
     cfg = MINILM.replace(norm=norm, final_norm=True)
     nodes, edges, clusters = layout(diagram.layer_diagram(cfg))
-    assert set(nodes) == {*TAPS, diagram.FINAL}
+    assert set(nodes) == {*TAPS, diagram.FINAL, diagram.POSITIONS}
     assert "Final LayerNorm" in nodes[diagram.FINAL]["label"] and "after the stack" in nodes[diagram.FINAL]["label"]
     assert ("output", diagram.FINAL) in edges and "after layer 5" in edges["output", diagram.FINAL]["label"]
     layer_cluster = next(c for c in clusters if "Encoder layer" in c["label"])
     inside = {o["name"] for o in json.loads(dot(diagram.layer_diagram(cfg), "json"))["objects"]
               if o.get("_gvid") in layer_cluster["nodes"]}
-    assert diagram.FINAL not in inside  # once after the stack, not inside the repeated layer
+    assert diagram.FINAL not in inside and diagram.POSITIONS not in inside  # once, not inside the repeated layer
     assert diagram.FINAL not in layout(diagram.layer_diagram(cfg.replace(final_norm=False)))[0]
 
 
@@ -109,7 +111,7 @@ def test_labels_name_the_operations_and_the_stack():
 @pytest.mark.parametrize("title", HOSTILE_TITLES)
 def test_hostile_titles_still_parse_and_show_literally(title):
     svg = dot(diagram.layer_diagram(MINILM, title=title), "svg")
-    assert svg.count('class="node"') == len(TAPS)
+    assert svg.count('class="node"') == len(TAPS) + 1  # and the positional encoding
     # nothing in the title changed a node: injected defaults (node [label=...]) would relabel them
     assert svg.count("Self&#45;Attention<") == 1 and svg.count(">LayerNorm<") == 2
     assert "<b>" not in svg and "<TABLE" not in svg
@@ -118,7 +120,7 @@ def test_hostile_titles_still_parse_and_show_literally(title):
 def test_titles_are_escaped_in_the_source():
     source = diagram.layer_diagram(MINILM, title='<b>x</b> "q" end\\').source
     assert 'label="<b>x</b> \\"q\\" end\\\\"' in source
-    assert source.count("->") == len(flow_edges("post"))  # nothing from the title became an edge
+    assert source.count("->") == len(flow_edges("post")) + 1  # nothing from the title became an edge
 
 
 @pytest.mark.parametrize("cfg", [
@@ -128,7 +130,7 @@ def test_titles_are_escaped_in_the_source():
 ])
 def test_svg_for_several_configs(cfg):
     svg = diagram.svg_bytes(diagram.layer_diagram(cfg, seq=7, highlight="drop2"))
-    assert svg.startswith(b"<?xml") and svg.count(b'class="node"') == len(TAPS)
+    assert svg.startswith(b"<?xml") and svg.count(b'class="node"') == len(TAPS) + 1
     assert f"(7, {cfg.d_ff})".encode() in svg
 
 
@@ -195,12 +197,12 @@ def drawn_edges(edges: dict) -> set[tuple[str, str]]:
 def test_compact_drawing_keeps_the_taps_and_the_placement_table(cfg):
     nodes, edges, _ = layout(diagram.layer_diagram(cfg, compact=True))
     full_nodes, full_edges, _ = layout(diagram.layer_diagram(cfg))
-    assert set(nodes) == set(full_nodes) == {*TAPS, *([diagram.FINAL] if cfg.final_norm else [])}
-    assert drawn_edges(edges) == set(full_edges) == {(t, h) for t, h, _ in flow_edges(cfg.norm)} | (
-        {("output", diagram.FINAL)} if cfg.final_norm else set())
+    assert set(nodes) == set(full_nodes) == {*TAPS, diagram.POSITIONS, *([diagram.FINAL] if cfg.final_norm else [])}
+    outside = {(diagram.POSITIONS, "input")} | ({("output", diagram.FINAL)} if cfg.final_norm else set())
+    assert drawn_edges(edges) == set(full_edges) == {(t, h) for t, h, _ in flow_edges(cfg.norm)} | outside
     dashed = {e for e, attrs in edges.items() if attrs.get("style") == "dashed"}
     res = {(t, h) for t, h, kind in flow_edges(cfg.norm) if kind == "res"}
-    assert drawn_edges({e: edges[e] for e in dashed}) == res | ({("output", diagram.FINAL)} if cfg.final_norm else set())
+    assert drawn_edges({e: edges[e] for e in dashed}) == res | outside
 
 
 def test_compact_columns_split_at_the_residual_stream_and_follow_the_norm_placement():
@@ -224,7 +226,8 @@ def test_compact_labels_are_short_and_true_to_the_config():
     nodes, edges, clusters = layout(diagram.layer_diagram(MINILM, seq=9, compact=True, highlight="drop1"))
     assert nodes["attn"]["label"] == "Self-Attention, 12 heads" and nodes["norm1"]["label"] == "LayerNorm"
     assert nodes["ffn_hidden"]["label"] == "W1 + GELU: 9×1536" and nodes["input"]["label"] == "Input 9×384"
-    assert max(len(n["label"]) for n in nodes.values()) <= 24  # one short line each
+    assert max(len(n["label"]) for n in nodes.values() if n["name"] != diagram.POSITIONS) <= 24  # one short line each
+    assert nodes[diagram.POSITIONS]["label"] == "Embeddings + sinusoidal positions"
     assert any(c["label"] == "Post-LN layer × 6" for c in clusters)
     drops = {e: a["label"] for e, a in edges.items() if a.get("label")}
     assert set(drops.values()) == {"dropout 0.1"} and len(drops) == 3  # drop1, the FFN's hidden, drop2
@@ -265,4 +268,86 @@ def test_compact_drawing_is_small_enough_to_draw_large(cfg):
 @pytest.mark.parametrize("title", HOSTILE_TITLES)
 def test_compact_hostile_titles_still_parse_and_change_no_node(title):
     svg = dot(diagram.layer_diagram(MINILM, title=title, compact=True), "svg")
-    assert svg.count('class="node"') == len(TAPS) and svg.count(">LayerNorm<") == 2 and "<b>" not in svg
+    assert svg.count('class="node"') == len(TAPS) + 1 and svg.count(">LayerNorm<") == 2 and "<b>" not in svg
+
+
+# ---------------------------------------------------------------- the settings of later encoders (issue 20)
+MODERN = encoder.EncoderConfig(d_model=256, num_heads=4, d_ff=384, num_layers=6, dropout=0.0, norm="pre",
+                               final_norm=True, positional="rotary", rope_theta=160000.0, ffn="geglu", bias=False,
+                               window=8, global_every=3)
+KINDS = {"sinusoidal": "sinusoidal positions", "learned": "learned positions", "rotary": "RoPE", "none": "no positions"}
+
+
+@pytest.mark.parametrize("compact", [False, True], ids=["full", "compact"])
+@pytest.mark.parametrize("positional", list(KINDS))
+def test_the_positional_encoding_is_drawn_for_every_kind(positional, compact):
+    cfg = MINILM.replace(positional=positional)
+    nodes, edges, clusters = layout(diagram.layer_diagram(cfg, compact=compact))
+    assert set(nodes) == {*TAPS, diagram.POSITIONS}  # every tap, and the positions outside the repeated layer
+    label = nodes[diagram.POSITIONS]["label"]
+    if positional == "rotary" and not compact:
+        assert "Rotary positions (RoPE)" in label and "θ 10,000" in label
+        assert "turns q and k" in edges[diagram.POSITIONS, "attn"]["label"]  # into every attention, not the input
+        assert edges[diagram.POSITIONS, "input"]["style"] == "invis"
+    else:
+        assert KINDS[positional] in label or (positional == "none" and "no positional encoding" in label), label
+        assert edges[diagram.POSITIONS, "input"]["style"] == "dashed"
+    if positional == "rotary" and compact:
+        assert "RoPE on q, k" in nodes["attn"]["label"]
+    layer_cluster = next(c for c in clusters if c["name"] == "cluster_layer")
+    inside = {o["name"] for o in json.loads(dot(diagram.layer_diagram(cfg, compact=compact), "json"))["objects"]
+              if o.get("_gvid") in layer_cluster["nodes"]}
+    assert diagram.POSITIONS not in inside
+
+
+@pytest.mark.parametrize(("ffn", "full", "short"), [("geglu", "GELU(x W) ⊙ (x V)", "GeGLU W, V: 9×48"),
+                                                     ("swiglu", "SiLU(x W) ⊙ (x V)", "SwiGLU W, V: 9×48")])
+def test_a_gated_feed_forward_is_drawn_as_its_gate(ffn, full, short):
+    cfg = MINILM.replace(d_model=32, num_heads=4, d_ff=48, ffn=ffn)
+    assert full in layout(diagram.layer_diagram(cfg, seq=9))[0]["ffn_hidden"]["label"]
+    assert layout(diagram.layer_diagram(cfg, seq=9, compact=True))[0]["ffn_hidden"]["label"] == short
+    assert "(9, 48)" in layout(diagram.layer_diagram(cfg, seq=9))[1]["ffn_hidden", "ffn"]["label"]  # d_ff wide
+
+
+def test_no_biases_are_drawn_on_every_linear_and_layer_norm():
+    nodes, _, clusters = layout(diagram.layer_diagram(MINILM.replace(bias=False)))
+    assert nodes["ffn"]["label"] == "Linear W2 (no bias)" and nodes["norm1"]["label"] == "LayerNorm (no β)"
+    assert "(no bias)" in nodes["attn"]["label"] and "(no bias)" in nodes["ffn_hidden"]["label"]
+    assert any("no biases in any Linear or LayerNorm" in c["label"] for c in clusters)
+    compact = layout(diagram.layer_diagram(MINILM.replace(bias=False), compact=True))[2]
+    assert any(c["label"] == "Post-LN layer × 6, no biases" for c in compact)
+    assert "bias" not in " ".join(n["label"] for n in layout(diagram.layer_diagram(MINILM))[0].values())
+
+
+def test_the_window_is_drawn_for_the_layer_shown():
+    """global_every=3: layers 0 and 3 attend globally, the others in the window of 8 tokens (4 on each side)."""
+    for layer, full, short in ((0, "global attention in layer 0", "global"), (1, "layer 1: sliding window, keys ±4",
+                                                                           "window ±4"), (3, "global", "global")):
+        nodes, _, clusters = layout(diagram.layer_diagram(MODERN, layer=layer))
+        assert full in nodes["attn"]["label"] and any(f"drawn: layer {layer}" in c["label"] for c in clusters)
+        compact = layout(diagram.layer_diagram(MODERN, layer=layer, compact=True))
+        assert compact[0]["attn"]["label"].endswith(short) and "RoPE on q, k" in compact[0]["attn"]["label"]
+        assert any(f"layer {layer}" in c["label"] for c in compact[2])
+    assert "window" not in layout(diagram.layer_diagram(MINILM, layer=1))[0]["attn"]["label"]
+
+
+def test_the_final_layer_norm_can_be_highlighted():
+    nodes = layout(diagram.layer_diagram(MODERN, highlight=diagram.FINAL))[0]
+    assert nodes[diagram.FINAL]["color"] == diagram.HIGHLIGHT
+    assert layout(diagram.layer_diagram(MODERN, highlight=diagram.FINAL, compact=True))[0][diagram.FINAL]["color"] \
+        == diagram.HIGHLIGHT
+
+
+def test_a_modernbert_style_layer_draws_every_tap_and_its_compact_drawing_still_draws_large(trace):
+    """Every setting at once (rotary, GeGLU, no bias, Pre-LN, final norm, window): every tap of the wiring table is a
+    node, DOT parses, and the compact drawing fits a projector column at 14 px text, with the statistics too."""
+    full_nodes, full_edges, _ = layout(diagram.layer_diagram(MODERN, seq=16, layer=1))
+    assert set(full_nodes) == {*TAPS, diagram.POSITIONS, diagram.FINAL}
+    assert {(t, h) for t, h, _ in flow_edges("pre")} <= set(full_edges)
+    scale = style.MIN_PRESENT_FONT / float(diagram.COMPACT_FONT)
+    stats = trace.stats()
+    for seq, rows in ((None, None), (16, None), (9, stats)):
+        cfg = MODERN if rows is None else trace.config.replace(bias=False, positional="rotary", window=4)
+        compact = json.loads(dot(diagram.layer_diagram(cfg, stats=rows, layer=1, seq=seq, compact=True), "json"))["bb"]
+        width, height = (float(v) for v in compact.split(",")[2:])
+        assert height * scale <= style.DIAGRAM_HEIGHT and width * scale <= 420, (width, height)

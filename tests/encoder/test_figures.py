@@ -34,7 +34,8 @@ def pre() -> encoder.Trace:
 
 @pytest.fixture(scope="module")
 def hostile(small: encoder.Trace) -> encoder.Trace:
-    return dataclasses.replace(small, tokens=HOSTILE_TOKENS, text=HOSTILE_TEXT)
+    # labels: what the figures show (the tokens as read; a byte-level token can decode to any text)
+    return dataclasses.replace(small, tokens=HOSTILE_TOKENS, labels=HOSTILE_TOKENS, text=HOSTILE_TEXT)
 
 
 @pytest.fixture(scope="module")

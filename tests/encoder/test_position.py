@@ -5,7 +5,8 @@ import torch
 
 from encoder import EncoderConfig, build_model
 from encoder.analysis.embeddings import cosine_matrix
-from encoder.analysis.position import pe_table, permutation_check, permutation_check_ids
+from encoder.analysis.position import order_blind_changes, pe_table, permutation_check, permutation_check_ids, rope_table
+from encoder.analysis.variants import variant
 from encoder.model import sinusoidal_table
 
 TEXT = "The animal didn't cross the street because it was unbelievably tired."
@@ -77,3 +78,55 @@ def test_sinusoidal_neighbours_are_more_alike_than_distant_positions():
     assert sim.shape == (20, 20)
     assert torch.allclose(sim.diagonal(), torch.ones(20), atol=1e-6)
     assert sim[0, 1] > sim[0, 10]  # sinusoidal: neighbours look more alike than distant positions
+
+
+# ------------------------------------------------------------------- rotary positions and windows (issue 20)
+def test_rotary_positions_are_relative_so_a_shuffle_is_seen_and_without_them_it_is_not():
+    """RoPE adds nothing to the embeddings, yet the check finds the model order-aware: every score depends on the
+    distance between query and key, which a shuffle changes. The same weights without the rotation are blind."""
+    model = build_model(EncoderConfig(**SMALL, positional="rotary", ffn="swiglu", bias=False), "cpu")
+    rotary = permutation_check(model, TEXT, seed=3)
+    assert not rotary.invariant and rotary.attn_diff > 1e-3 and rotary.out_diff > 1e-3
+    assert order_blind_changes(model.cfg) == (("positional", "none"),)
+    blind = permutation_check(variant(model, positional="none"), TEXT, seed=3)
+    assert blind.invariant and blind.attn_diff < 1e-5
+    assert torch.equal(pe_table(model.cfg, 10), torch.zeros(10, 32))  # nothing is added: the table is empty
+
+
+def test_rotary_scores_depend_on_the_distance_alone():
+    """The property the Position page shows: shifting every position by the same amount changes no score."""
+    cfg = EncoderConfig(**SMALL, positional="rotary", max_len=64)
+    table = rope_table(cfg, 40)
+    assert table.shape == (40, cfg.d_head)
+    sim = cosine_matrix(table.double())
+    for k in range(1, 40):  # constant along every diagonal: row m against row m + k is the same for every m
+        assert float(sim.diagonal(k).max() - sim.diagonal(k).min()) < 1e-6
+    q, key = torch.randn(2, cfg.d_head, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    half = cfg.d_head // 2
+    cos, sin = table[:, :half].double(), table[:, half:].double()
+
+    def turned(x, m):
+        x1, x2 = x[:half], x[half:]
+        return torch.cat((x1 * cos[m] - x2 * sin[m], x2 * cos[m] + x1 * sin[m]))
+    assert abs(float(turned(q, 7) @ turned(key, 3)) - float(turned(q, 30) @ turned(key, 26))) < 1e-5
+    assert abs(float(turned(q, 7) @ turned(key, 3)) - float(turned(q, 7) @ turned(key, 4))) > 1e-3
+    with pytest.raises(ValueError, match="rotary"):
+        rope_table(EncoderConfig(**SMALL), 10)
+
+
+def test_a_sliding_window_sees_order_too_and_the_blind_variant_attends_globally():
+    model = build_model(EncoderConfig(**SMALL, positional="none", window=4), "cpu")
+    assert not permutation_check(model, TEXT, seed=3).invariant  # which keys a query sees depends on where they stand
+    assert order_blind_changes(model.cfg) == (("window", 0),)
+    assert permutation_check(variant(model, window=0), TEXT, seed=3).invariant
+    both = EncoderConfig(**SMALL, positional="rotary", window=4)
+    assert order_blind_changes(both) == (("positional", "none"), ("window", 0))
+    assert order_blind_changes(EncoderConfig(**SMALL, positional="none")) == ()
+
+
+def test_the_shuffle_moves_whole_words_and_keeps_the_special_tokens_in_place():
+    result = permutation_check(_model("none"), "unbelievably tired animals crossed", seed=1)
+    tokens, shuffled = result.tokens, result.permuted_tokens
+    assert shuffled[0] == tokens[0] == "[CLS]" and shuffled[-1] == tokens[-1] == "[SEP]"
+    joined = " ".join(shuffled[1:-1]).replace(" ##", "")
+    assert sorted(joined.split()) == sorted("unbelievably tired animals crossed".split())  # no word was cut apart

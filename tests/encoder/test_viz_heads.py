@@ -96,3 +96,36 @@ def test_token_labels_are_escaped_and_bad_choices_say_what_to_change(model):
         heads.head_steps(tr, 0, 0, tr.seq_len)
     with pytest.raises(ValueError, match="choose a head from 0 to 3"):
         heads.head_steps(tr, 0, 4, 0)
+
+
+@pytest.fixture(scope="module")
+def windowed():
+    """Rotary positions and a 4-token window (2 keys on each side), global attention in layers 0 and 2."""
+    cfg = EncoderConfig(d_model=48, num_heads=4, d_ff=96, num_layers=3, max_len=64, seed=7, norm="pre",
+                        positional="rotary", ffn="geglu", bias=False, window=4, global_every=2)
+    return run(build_model(cfg), TEXT)
+
+
+@pytest.mark.parametrize(("layer", "head", "query"), [(1, 0, 0), (1, 2, 8), (1, 3, 15), (0, 1, 8), (2, 0, 3)])
+def test_a_window_layer_masks_the_keys_outside_its_window_as_the_forward_pass_did(windowed, layer, head, query):
+    """In a sliding-window layer the softmax runs over the keys at most window/2 away: "row i of A" is the trace's."""
+    steps = heads.head_steps(windowed, layer, head, query)
+    row = windowed.attention[layer, head, query].double().numpy()
+    radius = windowed.config.layer_window(layer) // 2
+    far = np.abs(np.arange(windowed.seq_len) - query) > radius if radius else np.zeros(windowed.seq_len, dtype=bool)
+    np.testing.assert_array_equal(steps.outside, far)
+    assert steps.radius == radius
+    np.testing.assert_allclose(steps.weights, row, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(steps.z_sum, steps.z, rtol=0, atol=1e-5)  # the masked weights give the pass's z
+    assert (steps.weights[far] == 0).all() and (row[far] == 0).all()
+    fig = heads.scores_figure(steps)
+    drawn = panel(fig, 3)[:, 0]
+    assert np.isnan(drawn[far]).all() and np.isfinite(drawn[~far]).all()  # the masked scores are empty cells
+    np.testing.assert_allclose(panel(fig, 4)[:, 0], row, rtol=0, atol=1e-6)
+    if radius:
+        assert "sliding window" in fig.layout.title.subtitle.text and "−∞ outside" in titles(fig)
+        # without the mask the softmax would spread weight onto keys the layer never saw: the test can fail
+        unmasked = torch.softmax(torch.tensor(steps.scaled), 0).numpy()
+        assert np.abs(unmasked - row).max() > 1e-3
+    else:
+        assert "sliding window" not in fig.layout.title.subtitle.text

@@ -202,8 +202,15 @@ def test_rollout_heatmap_shows_the_matrix_and_can_hide_special_tokens():
     np.testing.assert_allclose(z, m.numpy(), atol=1e-6)
     assert s["data"][0]["zmin"] == 0 and s["data"][0]["zmax"] == pytest.approx(float(m.max()), abs=1e-6)
     assert "layers 0–5" in s["layout"]["title"]["text"]
-    hidden = spec(purpose.rollout_heatmap(m, tokens, 5, hide_special=True))
+    hidden = spec(purpose.rollout_heatmap(m, tokens, 5, hide_special=True, special=(0, 3), special_names="[CLS]/[SEP]"))
     np.testing.assert_allclose(np.array(hidden["data"][0]["z"], dtype=float), m[1:3, 1:3].numpy(), atol=1e-6)
+    assert "([CLS]/[SEP] hidden)" in hidden["layout"]["title"]["text"]
+    # the positions come from the tokenizer (Trace.special_positions), not from the names: none given, none hidden
+    np.testing.assert_allclose(np.array(spec(purpose.rollout_heatmap(m, tokens, 5, hide_special=True))["data"][0]["z"],
+                                        dtype=float), m.numpy(), atol=1e-6)
+    roberta = spec(purpose.rollout_heatmap(m, ["<s>", "▁it", "x", "</s>"], 5, hide_special=True, special=(0, 3),
+                                           special_names="<s>/</s>"))
+    assert "(&lt;s&gt;/&lt;/s&gt; hidden)" in roberta["layout"]["title"]["text"]
     no_markup(purpose.rollout_heatmap(m, tokens, 5))
     with pytest.raises(ValueError):
         purpose.rollout_heatmap(m[:3], tokens, 5)

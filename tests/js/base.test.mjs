@@ -194,6 +194,7 @@ test("kept: all positions, or all but the special ones (whatever the model calls
   assert.deepEqual(base.kept(5, [0, 2, 4], true), [1, 3], "a [SEP] typed in the sentence is special too");
   assert.deepEqual(base.kept(2, [0, 1], true), [0, 1]);
   assert.deepEqual(base.kept(3, [], true), [0, 1, 2], "a model without special tokens");
+  assert.deepEqual(base.kept(3, [0, 2], true), [1], "RoBERTa's <s> and </s>, by position");
 });
 
 test("cut: the kept rows and columns, rows renormalised to sum to 1 (an empty row stays 0)", () => {

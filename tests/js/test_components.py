@@ -28,8 +28,9 @@ def node() -> str:
 
 def fake_trace(att: torch.Tensor):
     L, H, T, _ = att.shape
-    return type("T", (), dict(seq_len=T, num_layers=L, num_heads=H, tokens=[f"<t{i}>" for i in range(T)], text="x",
-                              attention=att))
+    tokens = [f"<t{i}>" for i in range(T)]
+    return type("T", (), dict(seq_len=T, num_layers=L, num_heads=H, tokens=tokens, labels=[f"▁{t}" for t in tokens],
+                              special_positions=(0, T - 1), text="x", attention=att))
 
 
 def test_node_unit_tests_pass():
@@ -86,7 +87,8 @@ def test_the_registered_javascript_reads_the_python_payload(tmp_path, stem):
                 for t, tail in zip(traces, tails, strict=True)]
     got = decode_in_node(tmp_path, stem, payloads)
     for shown, trace, tail, levels in zip(got, traces, tails, (payload.LEVELS, payload.LEVELS_8), strict=True):
-        assert shown["header"]["tokens"] == trace.tokens
+        assert shown["header"]["tokens"] == trace.labels  # as the figures label them, for the eye
+        assert shown["header"]["special"] == [0, trace.seq_len - 1]  # what "Hide" leaves out, by position
         assert_within_half_a_step(shown, trace.attention, levels)
         assert np.array_equal(np.array(shown["tail"], np.float32), tail.ravel())
 

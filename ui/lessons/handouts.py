@@ -56,7 +56,8 @@ def _attention(live: Live) -> go.Figure:
     if v["view"] == "model":
         return attention.model_view(trace, hide_special=hide)
     if v["view"] == "rollout":
-        return purpose.rollout_heatmap(get_rollout(live.frame)[layer], trace.tokens, layer, hide_special=hide)
+        return purpose.rollout_heatmap(get_rollout(live.frame)[layer], trace.labels, layer, hide_special=hide,
+                                       special=trace.special_positions)
     if v["view"] == "layer":
         return attention.attention_grid(trace, layer, hide_special=hide, scale=v["scale"])
     return attention.attention_heatmap(trace, layer, None if v["avg"] else live.head, hide_special=hide, scale=v["scale"])
