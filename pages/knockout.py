@@ -110,8 +110,8 @@ def attention_effect() -> None:
     left, right = st.columns(2)
     who = "average of heads" if avg else f"head {head}"
     for col, name, run in ((left, "Intact", trace), (right, "Knocked out", knocked)):
-        f = attention.attention_heatmap(run, layer, head_sel, presentation=fr.present)
-        f.update_layout(title_text=f"{name}: layer {layer}, {who}")
+        f = attention.attention_heatmap(run, layer, head_sel, presentation=fr.present, narrow=True,
+                                        title=f"{name}: layer {layer}, {who}")
         col.plotly_chart(f, config=export.png_config(export.export_name(run, name, f"L{layer}", who)))
     before, after = ((run.attention[layer].mean(0) if avg else run.attention[layer, head]) for run in (trace, knocked))
     if torch.equal(before, after):

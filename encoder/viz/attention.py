@@ -102,20 +102,21 @@ def window_note(trace: Trace, layer: int, band: bool = True) -> str:
 
 def attention_heatmap(
     trace: Trace, layer: int, head: int | None, hide_special: bool = False, *, scale: str = "fixed",
-    presentation: bool = False,
+    presentation: bool = False, title: str = "", narrow: bool = False,
 ) -> go.Figure:
     """One head's (or the head average's) attention, queries as rows and keys as columns.
 
     scale: "fixed" colours 0 to 1 (comparable across heads), "auto" 0 to this map's largest weight, "row" each row
     to its own largest weight. The map fills the plot area, so the colour bar is exactly as tall as the map.
+    title: in place of "Attention, layer L, head H"; narrow: the map shares its row with another (style.layout).
     """
     w, pos = _pattern(trace, layer, head, hide_special)
     cats = axes.categories(trace.labels, pos)
     note = _hidden_note(trace, len(pos))
     who = f"head {head}" if head is not None else f"average of {trace.num_heads} heads"
     height = axes.map_height(len(pos), presentation)
-    layout = style.layout(f"Attention, layer {layer}, {who}{note}", presentation, style.sentence(trace),
-                          height=height)
+    layout = style.layout(title or f"Attention, layer {layer}, {who}{note}", presentation, style.sentence(trace),
+                          height=height, narrow=narrow)
     axis = axes.map_axis(cats, trace.labels, pos, presentation, layout["height"], 100)
     layout["xaxis"] = dict(title=dict(text="key (attended to)"), tickangle=-45, **axis)
     layout["yaxis"] = dict(title=dict(text="query (attending)"), autorange="reversed", **axis)

@@ -103,11 +103,13 @@ def _panel(n: int, x: tuple[float, float], y: tuple[float, float], title: str, s
 
 
 def _figure(data: list[dict], panels: list[dict], title: str, subtitle: str, height: int, presentation: bool) -> go.Figure:
-    layout = style.layout(title, presentation, subtitle, height)
+    layout = style.layout(title, presentation, subtitle, height, wide=True)
     # Not capped at the projector height like a page's main figure: these sit below the head view, are scrolled to,
-    # and need a text-sized row per token (squeezed, their numbers overprint).
-    layout["height"] = height
-    layout["margin"] = dict(l=10, r=10, t=130, b=30)
+    # and need a text-sized row per token (squeezed, their numbers overprint). The panels' own titles sit in the
+    # top 30 px of the plot area, below the wrapped title and subtitle.
+    top = max(130, layout["margin"]["t"] + 30)
+    layout["height"] = height + top - 130  # the plot area stays height - 160 px, as _heights laid the panels out
+    layout["margin"] = dict(l=10, r=10, t=top, b=30)
     notes = []
     for p in panels:
         notes.append(p.pop("_title"))
@@ -157,16 +159,16 @@ def scores_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
     ]
     panels = [
         _panel(1, x[0], top, f"q_i for “{tok}” ({i}): 1 × d_k = 1 × {dk}", size),
-        _panel(2, x[0], body, f"K: T × d_k = {T} × {dk}", size, ticks=True),
-        _panel(3, x[1], body, f"q_i·k_j<br>{T} scores", size),
-        _panel(4, x[2], body, f"÷ √{dk}<br>= ÷ {root:.2f}" + (", −∞ outside" if masked else ""), size),
-        _panel(5, x[3], body, f"softmax<br>= row {i} of A", size),
+        _panel(2, x[0], body, f"K: {T} × {dk}", size, ticks=True),
+        _panel(3, x[1], body, "q·k", size),
+        _panel(4, x[2], body, f"÷ √{dk}" + (", −∞" if masked else ""), size),
+        _panel(5, x[3], body, "softmax", size),
     ]
     sub = (f"Layer {steps.layer}, head {steps.head}. Each key's score is q_i·k_j; dividing by √d_k keeps the "
-           "softmax from saturating;<br>the softmax turns the scores into weights that sum to 1.")
+           "softmax from saturating; the softmax turns the scores into weights that sum to 1.")
     if masked:
         sub = (f"Layer {steps.layer}, head {steps.head}: a sliding window. Only the keys at most {steps.radius} "
-               "positions away count: the others' scores<br>become −∞ (empty cells), so the softmax gives them 0 and "
+               "positions away count: the others' scores become −∞ (empty cells), so the softmax gives them 0 and "
                "the weights in the window sum to 1.")
     return _figure(data, panels, f"How “{tok}” decides where to look", sub, height, presentation)
 
@@ -190,9 +192,9 @@ def values_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
     ]
     panels = [
         _panel(1, x[2], top, f"z_i = Σ_j a_ij v_j: 1 × d_k = 1 × {dk}", size),
-        _panel(2, x[0], body, f"a_ij: {T}", size, ticks=True),
-        _panel(3, x[1], body, f"V: T × d_k = {T} × {dk}", size),
-        _panel(4, x[2], body, f"a_ij · v_j: {T} × {dk}", size),
+        _panel(2, x[0], body, "a_ij", size, ticks=True),
+        _panel(3, x[1], body, f"V: {T} × {dk}", size),
+        _panel(4, x[2], body, "a_ij·v_j", size),
     ]
     sub = (f"Layer {steps.layer}, head {steps.head}, query “{tok}”. Each value row is scaled by its weight; the "
            "columns of the scaled rows sum to the head's output.")

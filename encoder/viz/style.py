@@ -29,6 +29,9 @@ MIN_PRESENT_FONT = 14
 # 1024 px with the sidebar open (about 290 px), or half the screen when presenting (about 420 px). Wider titles are
 # broken into lines at spaces; plotly never wraps a title itself, so it ran past a narrow chart's right edge.
 NARROW_TITLE_PX = {False: 270, True: 400}
+# A full-width chart's title and subtitle lines: the main column at 1024 px with the sidebar open is about 560 px of
+# chart; on a projector (sidebar folded, 20 px text) about 900.
+WIDE_TITLE_PX = {False: 520, True: 820}
 WIDE_LEGEND_PX = 700  # the width a full-width chart's legend may take before it wraps (a 1024 px screen, sidebar open)
 
 
@@ -90,19 +93,22 @@ def _title_room(size: int, title_lines: int, subtitle_lines: int, legend: int) -
 
 
 def layout(title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
-           narrow: bool = False, legend_above: int = 0) -> dict:
+           narrow: bool = False, legend_above: int = 0, wide: bool = False) -> dict:
     """Common look: white template, large fonts (larger still for a projector), title and optional subtitle.
 
     narrow: the chart shares its row with another, so a long title (and subtitle) is broken into lines that fit.
+    wide: a full-width chart whose subtitle is long (sentences of prose): broken into lines that fit the main column
+    of a 1024 px screen with the sidebar open (an explicit "<br>" in it is kept as a break).
     legend_above: the rows of a horizontal legend the figure puts just above its plot, below the title's lines.
     """
     size = 20 if presentation else 15  # presentation: >= MIN_PRESENT_FONT everywhere, ticks included
     titles, subtitles = [title], [subtitle] if subtitle else []
-    if narrow:
-        titles = wrap(title, size + 6, NARROW_TITLE_PX[presentation])
-        subtitles = wrap(subtitle, size - 1, NARROW_TITLE_PX[presentation]) if subtitle else []
+    if narrow or wide:
+        px = (NARROW_TITLE_PX if narrow else WIDE_TITLE_PX)[presentation]
+        titles = wrap(title, size + 6, px)
+        subtitles = [line for part in subtitle.split("<br>") for line in wrap(part, size - 1, px)] if subtitle else []
     top = 100 if subtitle else 70
-    anchored = narrow or legend_above  # title from the top down, so it cannot reach the legend or the plot
+    anchored = narrow or wide or legend_above  # title from the top down, so it cannot reach the legend or the plot
     if anchored:
         top = max(top, _title_room(size, len(titles), len(subtitles), legend_above))
     layout = dict(
