@@ -6,7 +6,7 @@ import ui
 from ui import authoring, pages, player
 from ui.lessons.pages import PLAYER
 
-KEYS_HELP = ("Play opens presentation mode at the first slide. A clicker's keys move through it: → Page Down or Space "
+KEYS_HELP = ("Play opens presentation mode at the first slide. A clicker's keys move through it: →, Page Down or Space "
              "for the next slide, ← or Page Up for the previous one. Leave lesson keeps the view on screen.")
 
 

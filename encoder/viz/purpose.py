@@ -230,11 +230,12 @@ def attention_change(intact: Tensor, knocked: Tensor, knocked_layers: set[int] |
 
 def rollout_heatmap(matrix: Tensor, tokens: list[str], layer: int, hide_special: bool = False, *,
                     special: Sequence[int] = (), special_names: str = "special tokens", subtitle: str = "",
-                    presentation: bool = False) -> go.Figure:
+                    presentation: bool = False, title: str = "", rows: str = "") -> go.Figure:
     """Attention rollout up to `layer` (Abnar & Zuidema 2020): a (T, T) matrix, rows = output positions, columns =
     input tokens, colours from 0 to the largest value (rollout rows sum to 1 but spread thin).
 
     hide_special leaves out the positions `special` (Trace.special_positions), named `special_names` in the title.
+    title and rows: another (T, T) share map drawn the same way (a measure of ui/measures.py), its title and y axis.
     """
     w = _matrix(matrix)
     if w.ndim != 2 or w.shape[0] != w.shape[1] or w.shape[0] != len(tokens):
@@ -250,11 +251,12 @@ def rollout_heatmap(matrix: Tensor, tokens: list[str], layer: int, hide_special:
                    colorbar=dict(title=dict(text="share", side="right"), thickness=18, len=1),
                    hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>")
     note = "" if len(pos) == len(tokens) else f" ({label(special_names, 30)} hidden)"
-    layout = style.layout(f"Attention rollout through layers 0–{layer}{note}", presentation, subtitle, height=720)
+    layout = style.layout(f"{title or f'Attention rollout through layers 0–{layer}'}{note}", presentation, subtitle,
+                          height=720)
     axis = axes.token_axis(cats, tokens, pos, presentation)
     # The map fills the plot area (as attention.attention_heatmap), so the colour bar is exactly as tall as the map.
     layout["xaxis"] = dict(title=dict(text="input token"), tickangle=-45, **axis)
-    layout["yaxis"] = dict(title=dict(text=f"position after layer {layer}"), autorange="reversed", **axis)
+    layout["yaxis"] = dict(title=dict(text=rows or f"position after layer {layer}"), autorange="reversed", **axis)
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
                                              layout["font"]["size"])
     return style.quick([heatmap], layout)

@@ -21,7 +21,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 import encoder
-from devkit.apptest import app_test
+from devkit.apptest import app_test, component_headers
 from encoder.analysis import embeddings
 from tests.app.hostile_lessons import FILES, LINKS, LITERAL_NOTES, lesson, slide, text
 from ui import lessons, settings
@@ -47,7 +47,7 @@ def assert_sentence(message: str) -> None:
 # ------------------------------------------------------------------------------------------------ pages
 def test_the_pages_are_read_from_the_page_registry():
     pages = lessons.pages()
-    assert list(pages) == [entry.path for entry in registry.PAGES if entry.path != "lessons"] and len(pages) == 13
+    assert list(pages) == [entry.path for entry in registry.PAGES if entry.path != "lessons"] and len(pages) == 14
     with pytest.raises(ValueError, match="no page 'lessons'"):
         lessons.capture("lessons", {})  # the Lessons page plays lessons: it is no slide's view
     assert [p.path for p in pages.values() if p.default] == ["heatmaps"]
@@ -469,7 +469,7 @@ def test_every_built_in_slide_is_drawn_by_the_app(name):
         at.switch_page(lessons.page_of(s).script).run()
         assert not at.exception, (s.title, [e.value for e in at.exception])
         assert not at.error, (s.title, [e.value for e in at.error])
-        drawn = at.get("plotly_chart") or at.get("graphviz_chart")
+        drawn = at.get("plotly_chart") or at.get("graphviz_chart") or component_headers(at)  # the map, the head view
         assert drawn, f"{s.title}: no figure on {s.page}"
 
 
@@ -609,3 +609,30 @@ def test_a_handout_opens_offline_in_chromium(browser, tmp_path):
     finally:
         page.close()
     assert os.path.getsize(path) <= handout_module.MAX_HANDOUT_BYTES
+
+
+def test_a_slide_under_a_measure_prints_that_measure_and_why_similar_prints_its_attribution():
+    """The handout's figure is the slide's view: the Measure chosen on the map, the attribution of Why are these
+    similar? (each checked against the library's own numbers)."""
+    from encoder.analysis.attribution import attribute, similarity_target
+    from encoder.analysis.measures import MEASURES
+
+    values = settings.defaults() | dict(measure="value", layer=2, head=3, avg=False, view="head")
+    live = open_view(values)
+    fig = lessons.main_figure("heatmaps", values)
+    maps = MEASURES["value"].compute(live.frame.model, live.trace)
+    assert fig.layout.title.text.startswith(f"{MEASURES['value'].label}, layer 2, head 3")
+    assert torch.allclose(torch.tensor(fig.data[0].z, dtype=torch.float32), maps.heads[2, 3].float(), atol=1e-6)
+    averaged = lessons.main_figure("heatmaps", values | dict(measure="alti"))
+    assert averaged.layout.title.text.startswith(f"{MEASURES['alti'].label}, layer 2, whole layer")
+
+    why = settings.defaults() | dict(target="similarity", method="gxi")
+    fig = lessons.main_figure("why-similar", why)
+    trace = open_view(why).trace
+    want = attribute(open_view(why).frame.model, trace, similarity_target(why["text_b"], why["pool"]), "gxi").scores
+    assert fig.layout.title.text.startswith("Gradient × Input toward the similarity"), fig.layout.title.text
+    cells = [v for row in fig.data[0].z for v in row if v is not None]  # sentence 1, a blank line, sentence 2
+    assert torch.allclose(torch.tensor(cells[:trace.seq_len], dtype=torch.float64), want.double(), atol=1e-9)
+    assert len(cells) > trace.seq_len  # the second sentence's tokens too
+    with pytest.raises(ValueError, match="choose one from 0 to"):
+        lessons.main_figure("why-similar", why | dict(target="token", token=400))

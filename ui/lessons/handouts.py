@@ -24,11 +24,14 @@ import torch
 from plotly.offline import get_plotlyjs
 
 from encoder.analysis import embeddings
+from encoder.analysis.attribution import METHODS, similarity_target
+from encoder.analysis.measures import MEASURES
 from encoder.analysis.variants import find_token, token_rows
-from encoder.viz import activations, attention, diagram, heads, purpose, teaching
+from encoder.viz import activations, attention, attribution, diagram, heads, purpose, teaching
 from encoder.viz import text as viz_text
 
-from .. import get_permutation_check, get_rollout, get_variant_trace
+from .. import get_permutation_check, get_rollout, get_variant_trace, why
+from .. import measures as measure_maps
 from .. import purpose as sentences
 from ..captions import ROUNDING, rewired_note
 from . import claims
@@ -53,6 +56,8 @@ Figure = go.Figure | Svg
 def _attention(live: Live) -> go.Figure:
     v, trace = live.values, live.trace
     hide, layer = v["hide_special"], live.layer
+    if v["measure"] != "raw" and v["view"] == "head":  # the slide's measure, as the map showed it
+        return _measure(live)
     if v["view"] == "model":
         return attention.model_view(trace, hide_special=hide)
     if v["view"] == "rollout":
@@ -61,6 +66,35 @@ def _attention(live: Live) -> go.Figure:
     if v["view"] == "layer":
         return attention.attention_grid(trace, layer, hide_special=hide, scale=v["scale"])
     return attention.attention_heatmap(trace, layer, None if v["avg"] else live.head, hide_special=hide, scale=v["scale"])
+
+
+def _measure(live: Live) -> go.Figure:
+    """One layer's map of the slide's measure: the head's where the measure has heads, else the layer's."""
+    v, trace, m = live.values, live.trace, MEASURES[live.values["measure"]]
+    maps = measure_maps.get_maps(live.frame, m.key, live.query if m.needs_token else None)
+    one_head = maps.heads is not None and not v["avg"]
+    matrix = maps.heads[live.layer, live.head] if one_head else maps.layers[live.layer]
+    who = f"head {live.head}" if one_head else ("average of heads" if maps.heads is not None else "whole layer")
+    rows = f"row {live.query} only" if m.needs_token else "query (attending)"
+    return purpose.rollout_heatmap(matrix, trace.labels, live.layer, hide_special=v["hide_special"],
+                                   special=trace.special_positions, title=f"{m.label}, layer {live.layer}, {who}",
+                                   rows=rows)
+
+
+def _why_similar(live: Live) -> go.Figure:
+    """The slide's attribution of the sentence's tokens (and the second sentence's, toward the same similarity)."""
+    v, fr, trace = live.values, live.frame, live.trace
+    knocks, _ = sentences.parse_ablate(v["ablate"], trace.config)
+    target = why.target_of(v)
+    if target.kind == "token" and not 0 <= target.token < trace.seq_len:
+        raise ValueError(f"The sentence has no token {target.token}; choose one from 0 to {trace.seq_len - 1}.")
+    texts = [trace.text] + ([v["text_b"]] if target.kind == "similarity" else [])
+    targets = [target] + [similarity_target(trace.text, target.pooling)] * (len(texts) - 1)
+    found = [(sentences.get_run(fr, t, knocks), why.get_attribution(fr, t, g, v["method"], v["ig_steps"], knocks))
+             for t, g in zip(texts, targets, strict=True)]
+    what = "the similarity" if target.kind == "similarity" else f"token {target.token}'s own direction"
+    return attribution.token_strip([(f"{n}", run.labels, a.scores) for n, (run, a) in enumerate(found, 1)],
+                                   f"{METHODS[v['method']].label} toward {what}")
 
 
 def _inside_a_head(live: Live) -> go.Figure:
@@ -174,6 +208,7 @@ MAIN_FIGURES: dict[str, Callable[[Live], Figure] | None] = {
     "embeddings": _embeddings,
     "trajectories": _trajectories,
     "knockout": _knockout,
+    "why-similar": _why_similar,
 }
 NEEDS_CONFIG_ONLY = ("diagram", "walkthrough")  # drawn from the config alone (with statistics when there is a trace)
 NEEDS_NO_MODEL = ("warmup",)  # trains models of its own
