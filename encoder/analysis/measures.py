@@ -105,7 +105,8 @@ def _head_weights(model: Encoder, trace: Trace, layer: int) -> tuple[Tensor, Ten
     # y = concat W^T + b, and concat holds head h in columns h*dh..(h+1)*dh: head h meets those rows of W^T.
     w = out.weight.detach().to("cpu", torch.float32).T.reshape(heads, d_head, -1)  # (H, dh, D), a view of W_O
     w = w.clone(memory_format=torch.contiguous_format)  # our own copy: callers change it in place
-    bias = out.bias.detach().to("cpu", torch.float32).clone()
+    bias = (out.bias.detach().to("cpu", torch.float32).clone() if out.bias is not None  # bias=False: no b_O
+            else torch.zeros(w.shape[-1], dtype=torch.float32))
     w[_knocked_heads(trace, layer)] = 0.0
     if (layer, "attn") in trace.ablate:
         bias.zero_()
@@ -183,7 +184,8 @@ def _block_terms(model: Encoder, trace: Trace, layer: int, out: Tensor | None = 
         x = (x - x.mean(-1, keepdim=True)).mul_(gamma)
         # the forward normalised add1 in float32 too; the scale's own rounding is ~1e-7 of it
         inv_s = torch.rsqrt(trace.taps[layer]["add1"].var(-1, correction=0).double() + ln.eps)  # (T,)
-        shift = ln.bias.detach().to("cpu", torch.float64)
+        shift = (ln.bias.detach().to("cpu", torch.float64) if ln.bias is not None
+                 else torch.zeros(bias.shape, dtype=torch.float64))
     else:  # Pre-LN: add1 = x + attn(LN1(x)); no LayerNorm follows inside the block
         inv_s = torch.ones(trace.seq_len, dtype=torch.float64)
         shift = torch.zeros(bias.shape, dtype=torch.float64)

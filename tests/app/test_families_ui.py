@@ -15,7 +15,7 @@ import pytest
 
 import encoder
 import ui
-from devkit.apptest import app_test
+from devkit.apptest import app_test, component_headers
 from encoder.analysis.cost import param_summary
 from encoder.tokenizer import SPACE_MARK
 from tests import checkpoints as tiny
@@ -179,21 +179,27 @@ def test_the_data_flow_page_explains_each_choice_in_one_true_sentence(params):
 
 
 def test_the_attention_map_shows_the_window_band_and_says_why_it_is_zero():
-    at = start(MODERN | {"layer": "1", "text": "The animal didn't cross the street because it was too tired."})
+    """The plotly maps (Knock out heads' intact one here) grey the band outside the window; the Attention page's map
+    says why its far keys are 0 under it."""
+    params = MODERN | {"layer": "1", "text": "The animal didn't cross the street because it was too tired."}
+    at = start(params, "knockout")
     assert_clean(at)
     trace = frame_of(at).trace
-    fig = specs(at)[0]
+    fig = next(f for f in specs(at) if f["layout"]["title"]["text"].startswith("Intact: layer 1"))
     main, band = fig["data"][0], fig["data"][1]
     z, grey = numbers(main["z"]).astype(float), numbers(band["z"]).astype(float)
     i, j = np.indices(z.shape)
     outside = np.abs(i - j) > 2  # window 4: two keys on each side
     assert (z[outside] == 0).all() and (grey[outside] == 1).all() and np.isnan(grey[~outside]).all()
     assert np.allclose(z.sum(1), 1, atol=1e-5)
-    note = " ".join(c.value for c in at.caption)
+    home = start(params)
+    assert_clean(home)
+    note = " ".join(c.value for c in home.caption)
     assert "sliding window" in note and "exactly 0" in note and "−∞ before the softmax" in note
-    global_layer = start(MODERN | {"layer": "0"})  # layer 0 attends globally: no band, no note
-    assert len(specs(global_layer)[0]["data"]) == 1 and "sliding window" not in " ".join(
-        c.value for c in global_layer.caption)
+    assert "grey band" not in note  # the browser's map draws them as 0, not as a band
+    global_layer = start(MODERN | {"layer": "0"}, "knockout")  # layer 0 attends globally: no band, no note
+    fig = next(f for f in specs(global_layer) if f["layout"]["title"]["text"].startswith("Intact: layer 0"))
+    assert len(fig["data"]) == 1 and "sliding window" not in " ".join(c.value for c in global_layer.caption)
     assert trace.config.layer_window(1) == 4 and trace.config.layer_window(0) == 0
 
 
@@ -265,7 +271,7 @@ def test_the_sidebar_lists_each_folder_before_loading_and_refuses_the_hostile_on
 
 
 def test_a_roberta_checkpoint_names_its_own_special_tokens_everywhere(roberta_models):
-    params = {"model": "ckpt:tiny-roberta", "layer": "1", "head": "2", "hide_special": "true"}
+    params = {"model": "ckpt:tiny-roberta", "layer": "1", "head": "2", "hide_special": "true", "view": "rollout"}
     at = start(params)
     assert_clean(at)
     trace = frame_of(at).trace
@@ -276,7 +282,9 @@ def test_a_roberta_checkpoint_names_its_own_special_tokens_everywhere(roberta_mo
     ticks = fig["layout"]["xaxis"]["ticktext"]
     assert "&lt;s&gt;" not in ticks and "&lt;/s&gt;" not in ticks and len(ticks) == trace.seq_len - 2
     assert "&lt;s&gt;/&lt;/s&gt; hidden" in fig["layout"]["title"]["text"]
-    assert any("<s> and </s> are hidden" in c.value.replace("\\", "") for c in at.caption)
+    (header,) = component_headers(start(params | {"view": "head"}))  # the map: its labels and what Hide leaves out
+    assert header["specials"] == [0, trace.seq_len - 1] and header["specialNames"] == ["<s>", "</s>"]
+    assert header["tokens"] == list(trace.labels) and any(t.startswith(SPACE_MARK) for t in header["tokens"])
     shown = start(params | {"hide_special": "false"})
     ticks = specs(shown)[0]["layout"]["xaxis"]["ticktext"]
     assert ticks[0] == "&lt;s&gt;" and ticks[-1] == "&lt;/s&gt;" and any(t.startswith(SPACE_MARK) for t in ticks)
