@@ -127,7 +127,7 @@ def faithfulness_chart(chart: Faithfulness, target: str, *, subtitle: str = "", 
     size = 20 if presentation else 15
     fig.update_annotations(font_size=size - 2)  # the subplot titles
     title = "Which ranking predicts the model?"
-    style.apply(fig, title, presentation, subtitle)
+    fig = style.apply(fig, title, presentation, subtitle)
     # The legend beside the plots, one entry per ranking with its two areas: below them it pushed the axis titles
     # into it and scrolled.
     legend = dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top", font=dict(size=15 if presentation else 13),
