@@ -424,6 +424,7 @@ CONTENT = {
     "trajectories": (f"{CHART} svg.main-svg", 1),
     "knockout": (f"{CHART} svg.main-svg", 2),
     "why-similar": (f"{CHART} svg.main-svg", 4),  # the coloured tokens, a bar chart per sentence, the deletion test
+    "lessons": ("[data-testid='stMain'] [data-testid='stSelectbox']", 1),  # the Lesson box (Play beside it)
 }
 # Every page of the registry, clicked in the sidebar in its order; the default page last, to leave another one.
 PAGES = [(entry.title, entry.url, *CONTENT[entry.path])
@@ -499,9 +500,9 @@ HOSTILE_URLS = [
                           ("train", "2")], ["d_model='abc'", "num_layers='two'", "final_norm='maybe'", "train='2'"], "heatmap"),
     ("huge_numbers", "/", [*SMALL.items(), ("seed", "1e400"), ("layer", HUGE), ("head", "-1"), ("dropout", "1e308"),
                            ("num_layers", HUGE)], ["seed=", "layer=", "head='-1'", "dropout=", "num_layers="], "heatmap"),
-    ("unknown_enums", "/", [("model", "gpt-5"), ("norm", "sideways"), ("activation", "swish"), ("positional", "rotary"),
+    ("unknown_enums", "/", [("model", "gpt-5"), ("norm", "sideways"), ("activation", "swish"), ("positional", "alibi"),
                             ("view", "3d"), ("tap", "everything"), ("device", "tpu")],
-     ["'gpt-5'", "norm='sideways'", "activation='swish'", "positional='rotary'", "view='3d'", "device='tpu'"],
+     ["'gpt-5'", "norm='sideways'", "activation='swish'", "positional='alibi'", "view='3d'", "device='tpu'"],
      "heatmap"),
     ("repeated_keys", "/", [*SMALL.items(), ("model", "custom"), ("text", "first words"), ("text", "second words")],
      ["'model' 2 times", "'text' 2 times"], "heatmap"),

@@ -29,7 +29,7 @@ from deploy.cluster import established
 from deploy.container import ContainerDeployment, containers_behind_nginx, edge
 from devkit.server import wait_ready
 from encoder.tokenizer import bundled_model_dir
-from tests.app.test_deploy import CHART, EXCEPTION, QUERY, SENTENCE, load_in_thread
+from tests.app.test_deploy import CHART, EXCEPTION, QUERY, SENTENCE, SENTENCE_BOX, load_in_thread
 
 pytestmark = pytest.mark.container
 
@@ -183,7 +183,7 @@ def test_deep_link_in_chromium(pair, browser) -> None:
         page.wait_for_selector(CHART, timeout=60_000)
         assert urllib.parse.urlsplit(page.url).path == "/statistics"
         assert page.get_by_role("heading", name="All statistics").count() == 1  # the Activations page
-        assert page.locator('[data-testid="stTextArea"] textarea').input_value() == SENTENCE
+        assert page.locator(SENTENCE_BOX).input_value() == SENTENCE
         assert page.locator(EXCEPTION).count() == 0
         # The operator's mounted folder: a broken checkpoint is refused with a sentence, nothing breaks.
         page.goto(f"{app.url}/?model=ckpt:bad")

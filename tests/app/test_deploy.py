@@ -23,6 +23,8 @@ pytestmark = pytest.mark.deploy
 SENTENCE = "The keys to the cabinet are on the table."
 QUERY = urllib.parse.urlencode({"text": SENTENCE, "layer": 2, "head": 3})
 CHART = '[data-testid="stPlotlyChart"]'
+FIGURE = f'{CHART}, [data-testid="stBidiComponentIsolated"]'  # a plotly chart, or the Attention page's map
+SENTENCE_BOX = 'textarea[aria-label="Sentence"]'  # the main box (the sidebar has a lesson note box too)
 EXCEPTION = '[data-testid="stException"]'
 RECONNECTED = '[data-testid="stApp"][data-test-connection-state="CONNECTED"][data-test-script-state="notRunning"]'
 TAB_RECOVERY_S = 30  # the stated bound: a tab on a killed replica shows its view again within this time
@@ -92,8 +94,8 @@ def test_browser_session_through_nginx(dep: Deployment, browser) -> None:
     try:
         page.goto(f"{dep.url}/?{QUERY}")
         wait_ready(page, 90_000)
-        page.wait_for_selector(CHART, timeout=60_000)
-        assert page.locator('[data-testid="stTextArea"] textarea').input_value() == SENTENCE
+        page.wait_for_selector(FIGURE, timeout=60_000)
+        assert page.locator(SENTENCE_BOX).input_value() == SENTENCE
         assert page.locator(EXCEPTION).count() == 0
         page.goto(f"{dep.url}/statistics?{QUERY}")
         wait_ready(page, 90_000)
@@ -182,7 +184,7 @@ def test_replica_killed_mid_lesson(dep: Deployment, browser) -> None:
         print(f"\ntab on replica {victim} recovered on {survivor} in {tab_recovery:.1f} s")
         assert tab_recovery <= TAB_RECOVERY_S
         assert page.url == url_before  # same page, same settings
-        assert page.locator('[data-testid="stTextArea"] textarea').input_value() == SENTENCE
+        assert page.locator(SENTENCE_BOX).input_value() == SENTENCE
         assert page.locator(EXCEPTION).count() == 0
         assert dep.pid(victim) is None and established(survivor) >= 1
 

@@ -178,14 +178,13 @@ async def run_session(browser, app: App, i: int, start: asyncio.Event) -> Result
             await wait_heatmap(page, heatmap_labels(text), f"layer {layer}, head 0", CHANGE_MS)
             res.change_s.append(time.monotonic() - t0)
             await check(f"round {r}", text, 0)
-        # Another head: the session's own model decides how many heads the menu offers.
-        await page.locator('[data-testid="stSelectbox"]').filter(has_text="Head").click()
-        options = await page.get_by_role("option").all_inner_texts()
+        # Another head, on the map's own buttons: the session's own model decides how many it offers.
+        options = await page.locator(".hm button[data-head]").all_inner_texts()
         if options != [str(h) for h in range(heads_of(cfg))]:
-            res.problems.append(f"head menu offers {options}, this session's model has {heads_of(cfg)} heads")
+            res.problems.append(f"the map offers heads {options}, this session's model has {heads_of(cfg)} heads")
         head = heads_of(cfg) - 1
         t0 = time.monotonic()
-        await page.get_by_role("option", name=str(head), exact=True).click()
+        await page.locator(f'.hm button[data-head="{head}"]').click()
         await wait_heatmap(page, heatmap_labels(text), f"layer {layer}, head {head}", CHANGE_MS)
         res.change_s.append(time.monotonic() - t0)
         # The URL is written in the same script run that drew the heatmap; wait for it, not for a fixed time. A
