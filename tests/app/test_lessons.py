@@ -21,7 +21,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 import encoder
-from devkit.apptest import app_test, component_headers
+from devkit.apptest import app_test, figure_components
 from encoder.analysis import embeddings
 from tests.app.hostile_lessons import FILES, LINKS, LITERAL_NOTES, lesson, slide, text
 from ui import lessons, settings
@@ -469,7 +469,7 @@ def test_every_built_in_slide_is_drawn_by_the_app(name):
         at.switch_page(lessons.page_of(s).script).run()
         assert not at.exception, (s.title, [e.value for e in at.exception])
         assert not at.error, (s.title, [e.value for e in at.error])
-        drawn = at.get("plotly_chart") or at.get("graphviz_chart") or component_headers(at)  # the map, the head view
+        drawn = at.get("plotly_chart") or at.get("graphviz_chart") or figure_components(at)  # the map, the head view
         assert drawn, f"{s.title}: no figure on {s.page}"
 
 
