@@ -300,12 +300,24 @@ export class Hooks {
     this.undo.push(() => target.removeEventListener(type, fn));
   }
 
-  // fn whenever the node or the window changes size.
+  // fn whenever the node or the window changes size, or the page above moves the node up or down (a title or a
+  // note drawn after the view was laid out: on a projector the view sizes itself down to the screen's bottom).
   resized(node, fn) {
     const obs = new ResizeObserver(() => fn());
     obs.observe(node);
     this.undo.push(() => obs.disconnect());
     this.listen(window, "resize", () => fn());
+    const page = typeof document === "undefined" ? null : document.querySelector('[data-testid="stMainBlockContainer"]');
+    if (!page) return;
+    let top = pageTop(node);
+    const moved = new ResizeObserver(() => {
+      const now = pageTop(node);
+      if (Math.abs(now - top) < 1) return;
+      top = now;
+      fn();
+    });
+    moved.observe(page);
+    this.undo.push(() => moved.disconnect());
   }
 
   later(fn, ms) {

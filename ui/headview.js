@@ -11,7 +11,7 @@ const MIN_W = 0.02; // overview lines lighter than this are not drawn (barely vi
 const MIN_W_LONG = 0.05; // past 128 tokens: thousands of faint lines are a grey blur, and costly to rasterise
 const BUCKETS = 32; // overview lines are stroked in 32 opacity groups: one canvas stroke each, not one per line
 const KEEP_BYTES = 64e6; // layers fetched one by one (inputs too long to ship whole) stay cached up to this
-const FIT_ROW_PX = [20, 33]; // presentation mode: token rows between these heights, so the view fits the screen
+const FIT_ROW_PX = [19, 33]; // presentation mode: token rows between these heights, so the view fits the screen
 // What the lines are (header.sel.lines, ui/measure_lines.py): raw attention unless the app says otherwise.
 export const RAW_LINES = { key: "raw", label: "Raw attention", perHead: true, left: "query (from)", right: "key (to)",
   note: "", sums: true };
@@ -232,7 +232,9 @@ class HeadView extends View {
       return;
     }
     const head = this.left.firstChild.getBoundingClientRect().height;
-    const { row, font } = fitRows(window.innerHeight - pageTop(this.left) - head - 12, this.T);
+    // what the component draws under the token columns (the sentence saying what is shown) stays on screen too
+    const below = Math.max(0, this.root.getBoundingClientRect().bottom - this.left.getBoundingClientRect().bottom);
+    const { row, font } = fitRows(window.innerHeight - pageTop(this.left) - head - below - 8, this.T);
     style.setProperty("--fit-row", `${row}px`);
     style.setProperty("--fit-font", `${font}px`);
   }

@@ -408,13 +408,14 @@ class AttentionMap extends View {
     const pair = head && this.s.beside && this.s.measure !== "raw";
     const K = this.keep().length;
     const width = this.root.clientWidth - (present ? panelWidth(this.root.clientWidth) + 20 : 0); // beside the panel
-    const geometry = `${this.s.view}|${pair}|${K}|${present}|${width}|${this.L}x${this.H}`;
     this.fig.hidden = !head;
     this.grid.hidden = head;
+    const target = head ? this.fig : this.grid;
+    const top = present ? Math.round(pageTop(target)) : 0; // on a projector the room below it decides the size
+    const geometry = `${this.s.view}|${pair}|${K}|${present}|${width}|${this.L}x${this.H}|${top}`;
     if (geometry === this.geometry) return this.draw();
     this.geometry = geometry;
     const family = getComputedStyle(this.root).fontFamily;
-    const target = head ? this.fig : this.grid;
     const room = present ? window.innerHeight - pageTop(target) : null;
     // On a projector the whole component stays on screen: the note beside the picture scrolls if it must.
     if (present) this.root.style.setProperty("--room", `${Math.max(200, window.innerHeight - pageTop(this.root) - 4)}px`);
