@@ -137,6 +137,11 @@ async def run_session(browser, app: App, i: int, start: asyncio.Event) -> Result
 
     async def check(step: str, text: str, head: int) -> None:
         """This session's own sentence on its heatmap, its own settings in its URL and sidebar, no exception."""
+        # The map can be drawn a moment before the sentence box and the sidebar's model radio are in the DOM on a
+        # first load with 20 browsers on 2 cores: wait for them (a page that never shows them times out here).
+        await page.wait_for_selector('textarea[aria-label="Sentence"]', state="attached", timeout=CHANGE_MS)
+        await page.wait_for_selector('[data-testid="stSidebar"] input[type=radio]', state="attached",
+                                     timeout=CHANGE_MS)
         state = await page.evaluate(f"""() => ({{
           exceptions: document.querySelectorAll('{EXCEPTION}').length,
           url: location.search,
