@@ -3,6 +3,7 @@
 // reads them) and the exact part's key and printed decimals. For tests/js/test_components.py.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+import { heldValues } from "./held.mjs";
 
 const [module, file] = process.argv.slice(2);
 const m = await import(pathToFileURL(module).href);
@@ -10,22 +11,7 @@ const { header, stacks, exact } = m.unpack(new Uint8Array(readFileSync(file)));
 const out = { header, stacks: {}, exact: null };
 for (const { key, payload } of stacks) {
   const h = payload.header;
-  const layers = new m.Layers();
-  const landed = new Promise((resolve) => {
-    let left = h.layers.length;
-    layers.onArrive = () => (left -= 1) || resolve();
-    if (!h.zipped || !left) resolve();
-  });
-  layers.take(payload);
-  await landed;
-  const values = {};
-  for (const layer of h.layers) {
-    values[layer] = [];
-    for (let head = 0; head < h.H; head++) {
-      const plane = layers.plane(layer, head);
-      for (let x = 0; x < h.T * h.T; x++) values[layer].push(m.valueAt(plane, x));
-    }
-  }
+  const { layers, values } = await heldValues(m, payload);
   out.stacks[key] = { id: layers.id, held: layers.list(), H: h.H, values, half: layers.halfStep(h.layers[0] ?? 0) };
 }
 if (exact) {

@@ -3,6 +3,7 @@
 // (H x T x T, as the views read them) and the tail as float32. For tests/js/test_components.py.
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
+import { heldValues } from "./held.mjs";
 
 const [module, ...files] = process.argv.slice(2);
 const m = await import(pathToFileURL(module).href);
@@ -10,22 +11,7 @@ const out = [];
 for (const file of files) {
   const decoded = m.decode(new Uint8Array(readFileSync(file)));
   const { header } = decoded;
-  const layers = new m.Layers();
-  const landed = new Promise((resolve) => {
-    let left = header.layers.length;
-    layers.onArrive = () => (left -= 1) || resolve();
-    if (!header.zipped || !left) resolve();
-  });
-  layers.take(decoded);
-  await landed;
-  const values = {};
-  for (const layer of header.layers) {
-    values[layer] = [];
-    for (let h = 0; h < header.H; h++) {
-      const plane = layers.plane(layer, h);
-      for (let x = 0; x < header.T * header.T; x++) values[layer].push(m.valueAt(plane, x));
-    }
-  }
+  const { layers, values } = await heldValues(m, decoded);
   out.push({ header, values, tail: [...m.aligned(decoded.tail, Float32Array)], held: layers.list() });
 }
 process.stdout.write(JSON.stringify(out));
