@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 from playwright.async_api import async_playwright
 
 from devkit.server import CHROMIUM_ARGS, READY, require_chromium, streamlit_server
@@ -33,6 +34,7 @@ ROUNDS = 3  # sentence changes per session, after the first page load; then one 
 RSS_LIMIT_MB = 2048
 LOAD_MS = 240_000  # 20 first loads share 2 cores with Chromium
 CHANGE_MS = 120_000
+SETTLE_MS = 30_000  # from the map drawn to the sidebar, box and URL showing the same run
 STAGGER_S = 0.5  # students open the link within ~10 s of each other; their rounds then overlap
 
 # Mostly small custom encoders (distinct configs, so the model cache is exercised), every fifth on the pretrained one.
@@ -54,6 +56,16 @@ NO_ANIMATIONS_JS = """document.addEventListener('DOMContentLoaded', () => {
   style.textContent = '*, *::before, *::after { animation: none !important; transition: none !important; }';
   document.head.appendChild(style);
 });"""
+
+
+# What a student sees of their own settings: exceptions shown, the address bar, the sentence box, the sidebar's model.
+STATE_JS = f"""() => ({{
+  exceptions: document.querySelectorAll('{EXCEPTION}').length,
+  url: location.search,
+  box: document.querySelector('textarea[aria-label="Sentence"]')?.value,
+  custom: [...document.querySelectorAll('[data-testid="stSidebar"] input[type=radio]')]
+          .some(r => r.checked && r.closest('label')?.innerText.includes('Custom')),
+}})"""
 
 
 def session_config(i: int) -> dict:
@@ -142,16 +154,24 @@ async def run_session(browser, app: App, i: int, start: asyncio.Event) -> Result
         await page.wait_for_selector('textarea[aria-label="Sentence"]', state="attached", timeout=CHANGE_MS)
         await page.wait_for_selector('[data-testid="stSidebar"] input[type=radio]', state="attached",
                                      timeout=CHANGE_MS)
-        state = await page.evaluate(f"""() => ({{
-          exceptions: document.querySelectorAll('{EXCEPTION}').length,
-          url: location.search,
-          box: document.querySelector('textarea[aria-label="Sentence"]')?.value,
-          custom: [...document.querySelectorAll('[data-testid="stSidebar"] input[type=radio]')]
-                  .some(r => r.checked && r.closest('label')?.innerText.includes('Custom')),
-        }})""")
-        params = dict(p.split("=", 1) for p in state["url"].lstrip("?").split("&") if "=" in p)
         wanted = settings.to_query(settings.defaults() | cfg | {"text": text, "head": head})
         wanted.pop("text")  # compared through the box: the URL encodes it
+        expect = {"text": text, "custom": cfg.get("model") == "custom", "params": wanted}
+        # Under this load the frontend can still be applying the run's values when the map is drawn (CI once read
+        # the model radio at its first option for a custom session that then showed Custom): wait, polling and
+        # bounded, until the page shows this session's state or an exception, then read it once.
+        try:
+            await page.wait_for_function(f"""want => {{
+              const s = ({STATE_JS})();
+              if (s.exceptions) return true;
+              const q = new URLSearchParams(s.url);
+              return s.box === want.text && s.custom === want.custom
+                && Object.entries(want.params).every(([k, v]) => q.get(k) === v);
+            }}""", arg=expect, timeout=SETTLE_MS, polling=100)
+        except PlaywrightTimeout:
+            pass  # what is still wrong is recorded below
+        state = await page.evaluate(STATE_JS)
+        params = dict(p.split("=", 1) for p in state["url"].lstrip("?").split("&") if "=" in p)
         if state["exceptions"]:
             res.problems.append(f"{step}: exception element shown")
         if state["box"] != text:
