@@ -3,16 +3,17 @@
 Run from the repo root: `python -m benchmarks.headview_bench` (about 2 minutes on 2 cores). Needs /usr/bin/chromium.
 Prints a table, then one JSON line with every figure and the machine.
 
-`--events` (issue 23, about 6 minutes): every interaction within a frame, as the browser's own Event Timing API sees
-it. A PerformanceObserver of type "event" with durationThreshold 16 (the smallest Chromium allows; durations come in
-steps of 8 ms) records every input event that took 16 ms or more from the input to the next frame painted; Chromium's
-performance.eventCounts gives how many events of each type there were in all. Real mouse and keyboard input
-(Playwright), paced like a person (150 ms apart), for the head view (Inside a head) and the attention map (Attention:
-one head, the all-heads grid, the model view) at 123 and 512 tokens: hover, click, layer, head and measure changes.
-Goal: no event over 16 ms at <= 128 tokens, none over 33 ms at 512. Also the medians of hover to paint (the views'
-own stamp: input event to the first frame painted after the redraw); mousemove, which moves the map's hover, is not
-an Event Timing event type, so for the map that median is the figure. And the payloads: what every page's first run
-sends over the websocket at 512 tokens (goal <= 3 MB) and what a settled pick of the map sends (goal <= 0.3 MB).
+`--events` (issue 23, about 6 minutes; `--views "head view" --tokens 512` for one part): every interaction within a
+frame, as the browser's own Event Timing API sees it. A PerformanceObserver of type "event" with durationThreshold 16
+(the smallest Chromium allows; durations come in steps of 8 ms) records every input event that took 16 ms or more from
+the input to the next frame painted; Chromium's performance.eventCounts gives how many events of each type there were
+in all. Real mouse and keyboard input (Playwright), paced like a person (150 ms apart), for the head view (Inside a
+head) and the attention map (Attention: one head, the all-heads grid, the model view) at 123 and 512 tokens: hover,
+click, layer, head and measure changes. Goal: no event over 16 ms at <= 128 tokens, none over 33 ms at 512. Also the
+medians of hover to paint (the views' own stamp: input event to the first frame painted after the redraw); mousemove,
+which moves the map's hover, is not an Event Timing event type, so for the map that median is the figure. And the
+payloads: what every page's first run sends over the websocket at 512 tokens (goal <= 3 MB) and what a settled pick of
+the map sends (goal <= 0.3 MB).
 
 Measured on the "Inside a head" page with the pretrained model (6 layers × 12 heads):
 - payload: the component's data at 128 tokens (all layers × heads, uint16) and at 512 tokens (8-bit weights,
@@ -355,25 +356,32 @@ def distribution(durations: list[float]) -> str:
     return " ".join(f"{k}:{v}" for k, v in sorted(steps.items())) or "-"
 
 
+VIEWS = {"head view": headview_events, "map": map_events}
+
+
 def events(args) -> None:
     model = load_pretrained()
-    texts = {n: text_of(model, n) for n in (123, 512)}
+    texts = {n: text_of(model, n) for n in args.tokens}
+    whole = set(args.tokens) == {123, 512} and set(args.views) == set(VIEWS)
     start_load = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M %Z")
     results: dict = {}
     with streamlit_server() as (url, _), sync_playwright() as pw:
         browser = launch(pw)
         for n, text in texts.items():
-            for name, run_view in (("head view", headview_events), ("map", map_events)):
+            for name in args.views:
+                run_view = VIEWS[name]
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
                 context.add_init_script(EVENTS_INIT)
                 results[(name, n)] = run_view(context.new_page(), url, text)
                 context.close()
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        context.add_init_script(EVENTS_INIT)
-        settled = settled_bytes(context.new_page(), url, texts[512], max(3, args.runs // 2))
-        context.close()
-        sizes = page_bytes(browser, url, texts[512])
+        settled, sizes = [], {}
+        if whole:  # the payloads are measured with the whole run only
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.add_init_script(EVENTS_INIT)
+            settled = settled_bytes(context.new_page(), url, texts[512], max(3, args.runs // 2))
+            context.close()
+            sizes = page_bytes(browser, url, texts[512])
         browser.close()
     load = (start_load[0], os.getloadavg()[0])
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, Chromium headless, {started}; load average "
@@ -396,6 +404,9 @@ def events(args) -> None:
             print(f"{name:<10} {n:>6} {kind:<14} {r['events']:>6} {len(r['durations']):>5} "
                   f"{rows[-1]['over16']:>4} {rows[-1]['over33']:>4} {paint:>14.1f}  {distribution(r['durations'])}"
                   f"{'' if over == 0 else '   <- over ' + str(limit) + ' ms'}")
+    if not whole:
+        print(json.dumps({"bench": "events", "rows": rows, "machine": {"cpu": cpu_name(), "loadavg": load}}))
+        return
     print(f"\nmap, settled run at 512 tokens (a head click): {', '.join(f'{b / 1e6:.3f}' for b in settled)} MB "
           f"(goal <= 0.3 MB)")
     print("first run of every page at 512 tokens (websocket bytes; goal <= 3 MB):")
@@ -410,6 +421,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--events", action="store_true", help="Event Timing of every input, and the payloads (issue 23)")
+    parser.add_argument("--views", nargs="+", choices=list(VIEWS), default=list(VIEWS),
+                        help="with --events: only these views (the payloads are measured only with all of them)")
+    parser.add_argument("--tokens", nargs="+", type=int, choices=(123, 512), default=[123, 512],
+                        help="with --events: only these lengths (the payloads need both)")
     args = parser.parse_args()
     if args.events:
         events(args)
