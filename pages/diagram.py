@@ -56,10 +56,7 @@ def page() -> None:
 
     tokens = trace.seq_len if trace is not None else None
     graph = diagram.layer_diagram(cfg, stats=stats, layer=layer, seq=tokens)
-    try:
-        svg, svg_problem = diagram.svg_bytes(graph), ""
-    except ValueError as err:  # no `dot`: the browser still draws the diagram, only the SVG export is missing
-        svg, svg_problem = None, str(err)
+    svg_problem = diagram.svg_problem()  # no `dot`: the browser still draws the diagram, only the SVG export is missing
     tag = export.model_tag(cfg, fr.model_key)
     name = (export.export_name(trace, "diagram", f"L{layer}", model=tag) if trace is not None
             else export.safe_filename(f"{tag}_diagram_L{layer}"))
@@ -78,10 +75,10 @@ def page() -> None:
         row = st.container(horizontal=True)  # buttons as wide as their labels: "DOT" and "SVG" always readable
         row.download_button("Download DOT", graph.source, file_name=f"{name}.dot", mime="text/vnd.graphviz",
                             icon=":material/download:")
-        if svg is None:
+        if svg_problem:
             row.caption(svg_problem)
-        else:
-            row.download_button("Download SVG", svg, file_name=f"{name}.svg", mime="image/svg+xml",
+        else:  # drawn by `dot` when asked for, not on every run
+            row.download_button("Download SVG", lambda: diagram.svg_bytes(graph), file_name=f"{name}.svg", mime="image/svg+xml",
                                 icon=":material/download:")
     with right:
         cost_of(cfg, trace.seq_len if trace is not None else 128)

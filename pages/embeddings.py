@@ -154,9 +154,12 @@ def page() -> None:
     if fr.values["train"]:
         st.caption("Training mode is on: dropout changes every vector. Turn it off in the sidebar for the model's own "
                    "embeddings.")
-    csv = pd.DataFrame(sim.double().numpy(), columns=[f"s{i}" for i in range(1, len(kept) + 1)])
-    csv.insert(0, "sentence", kept)
-    st.download_button("Download similarities (CSV)", csv.to_csv(index=False), file_name=f"{name}.csv",
+    def similarities_csv() -> str:
+        csv = pd.DataFrame(sim.double().numpy(), columns=[f"s{i}" for i in range(1, len(kept) + 1)])
+        csv.insert(0, "sentence", kept)
+        return csv.to_csv(index=False)
+
+    st.download_button("Download similarities (CSV)", similarities_csv, file_name=f"{name}.csv",
                        mime="text/csv", icon=":material/download:")
 
     st.subheader("The sentence vectors")
@@ -167,9 +170,12 @@ def page() -> None:
     first = lead or "a word: this tokenizer adds no special token in front"
     ui.caption(ui.literal(f"Row i is sentence i's vector: {POOLING[pool].format(lead=first)}. The similarity above is "
                           "the dot product of two rows."))
-    vec = pd.DataFrame(stack.double().numpy(), columns=[f"dim{j}" for j in range(d)])
-    vec.insert(0, "sentence", kept)
-    st.download_button("Download vectors (CSV)", vec.to_csv(index=False),
+    def vectors_csv() -> str:
+        vec = pd.DataFrame(stack.double().numpy(), columns=[f"dim{j}" for j in range(d)])
+        vec.insert(0, "sentence", kept)
+        return vec.to_csv(index=False)
+
+    st.download_button("Download vectors (CSV)", vectors_csv,
                        file_name=export.export_name(trace, "sentence-vectors", pool) + ".csv", mime="text/csv",
                        icon=":material/download:")
     word_order(fr, values["text"], pool, lead)

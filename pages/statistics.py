@@ -20,23 +20,31 @@ def activations_view() -> None:
     layer = ui.layer_slider(trace.num_layers, layer_col)
     tap = ui.widget("tap", tap_col)
     tag = export.model_tag(trace.config, fr.model_key)
+    present = fr.present
+
+    def drawn(*key, build):  # built once per trace and view, for every session (the trace never changes)
+        return ui.BESIDE.get(trace, (*key, present), build)
+
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(activations.tap_profile(stats, layer, norm=trace.config.norm, train=trace.train,
-                                                presentation=fr.present),
+        st.plotly_chart(drawn("taps", layer, build=lambda: activations.tap_profile(
+                            stats, layer, norm=trace.config.norm, train=trace.train, presentation=present)),
                         config=export.png_config(export.export_name(trace, "taps", f"L{layer}", model=tag)))
         ui.caption(captions.layernorm_caption(stats, layer))
     with right:
-        st.plotly_chart(activations.residual_norms({"this model": trace}, presentation=fr.present),
+        st.plotly_chart(drawn("residual", build=lambda: activations.residual_norms({"this model": trace},
+                                                                                   presentation=present)),
                         config=export.png_config(export.export_name(trace, "residual-norm", model=tag)))
         ui.caption(captions.residual_caption(trace))
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(activations.token_norms(trace, layer, tap, presentation=fr.present),
+        st.plotly_chart(drawn("token-norms", layer, tap, build=lambda: activations.token_norms(trace, layer, tap,
+                                                                                               presentation=present)),
                         config=export.png_config(export.export_name(trace, "token-norms", f"L{layer}", tap, model=tag)))
         ui.caption(f"The L2 norm of each token's vector at {captions.tap_caption(trace.config.norm, tap)}.")
     with right:
-        st.plotly_chart(activations.tap_histogram(trace, layer, tap, presentation=fr.present),
+        st.plotly_chart(drawn("histogram", layer, tap, build=lambda: activations.tap_histogram(trace, layer, tap,
+                                                                                               presentation=present)),
                         config=export.png_config(export.export_name(trace, "histogram", f"L{layer}", tap, model=tag)))
         ui.caption(captions.zeros_caption(trace, layer, tap))
 
@@ -56,7 +64,7 @@ def page() -> None:
     st.dataframe(stats, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in NUMBERS})
     name = export.export_name(trace, "statistics", model=export.model_tag(trace.config, fr.model_key))
-    st.download_button("Download statistics (CSV)", stats.to_csv(index=False), file_name=name + ".csv",
+    st.download_button("Download statistics (CSV)", lambda: stats.to_csv(index=False), file_name=name + ".csv",
                        mime="text/csv", icon=":material/download:")
 
 

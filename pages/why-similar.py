@@ -114,10 +114,13 @@ def show_attributions(fr: ui.Frame, trace: Trace, found: list[tuple[Trace, Attri
     for n, (run, a) in enumerate(found, 1):
         st.plotly_chart(fig.token_bars(run.tokens, a.scores, f"Sentence {n}: a bar per token ({label})",
                                        presentation=fr.present), config=export.png_config(f"{name}_bars{n}"))
-    rows = [dict(sentence=n, position=i, token=tok, method=method, score=float(s))
-            for n, (run, a) in enumerate(found, 1) for i, (tok, s) in enumerate(zip(run.tokens, a.scores.tolist(),
-                                                                                     strict=True))]
-    st.download_button("Download token scores (CSV)", pd.DataFrame(rows).to_csv(index=False),
+    def scores_csv() -> str:
+        rows = [dict(sentence=n, position=i, token=tok, method=method, score=float(s))
+                for n, (run, a) in enumerate(found, 1)
+                for i, (tok, s) in enumerate(zip(run.tokens, a.scores.tolist(), strict=True))]
+        return pd.DataFrame(rows).to_csv(index=False)
+
+    st.download_button("Download token scores (CSV)", scores_csv,
                        file_name=f"{name}.csv", mime="text/csv", icon=":material/download:")
 
 
@@ -139,8 +142,10 @@ def deletion_test(fr: ui.Frame, trace: Trace, text: str, target: Target, steps: 
         progress.done()
     axis = "cosine similarity" if target.kind == "similarity" else "projection on its direction"
     name = export.export_name(trace, "faithfulness", purpose.format_ablate(knocks) or "intact")
-    st.plotly_chart(fig.faithfulness_chart(chart, axis, subtitle=f"{chart.words} words · random order seeded",
-                                           presentation=fr.present), config=export.png_config(name))
+    present = fr.present  # the chart is cached and never changes: its figure is built once per view of it
+    st.plotly_chart(ui.BESIDE.get(chart, ("faithfulness", axis, present), lambda: fig.faithfulness_chart(
+        chart, axis, subtitle=f"{chart.words} words · random order seeded", presentation=present)),
+                    config=export.png_config(name))
     st.caption(chart.note)  # the replacement token and the rules: stated on a projector too
     if ranked.skipped:
         st.caption("Left out: " + " ".join(f"{ranked.labels.get(k, k)}: {why_text}"
@@ -149,12 +154,15 @@ def deletion_test(fr: ui.Frame, trace: Trace, text: str, target: Target, steps: 
     st.dataframe(summary.drop(columns="key"), hide_index=True, width="stretch",
                  column_config={c: NUMBER for c in summary.columns if c not in ("key", "measure")})
     left, right = st.columns(2)
-    left.download_button("Download curves (CSV)", chart.points().to_csv(index=False), file_name=f"{name}_curves.csv",
+    left.download_button("Download curves (CSV)", lambda: chart.points().to_csv(index=False), file_name=f"{name}_curves.csv",
                          mime="text/csv", icon=":material/download:")
-    scores = pd.DataFrame({key: s.double().numpy() for key, s in ranked.scores.items()})
-    scores.insert(0, "token", run.tokens)
-    scores.insert(0, "position", range(run.seq_len))
-    right.download_button("Download word rankings (CSV)", scores.to_csv(index=False), file_name=f"{name}_scores.csv",
+    def rankings_csv() -> str:
+        scores = pd.DataFrame({key: s.double().numpy() for key, s in ranked.scores.items()})
+        scores.insert(0, "token", run.tokens)
+        scores.insert(0, "position", range(run.seq_len))
+        return scores.to_csv(index=False)
+
+    right.download_button("Download word rankings (CSV)", rankings_csv, file_name=f"{name}_scores.csv",
                           mime="text/csv", icon=":material/download:")
 
 
@@ -181,8 +189,9 @@ def which_measure(fr: ui.Frame, kind: str, steps: int, knocks: purpose.Knocks) -
             progress.done()
     labels = {k: m.label for k, m in MEASURES.items()} | {k: m.label for k, m in METHODS.items()}
     order = published_order(ranking.table, lambda key: labels.get(key, key), ranking.skipped)
-    st.plotly_chart(fig.ranking_chart(ranking.table, PUBLISHED, subtitle=f"{len(cases)} sentences · ± one standard "
-                                      "deviation", presentation=fr.present),
+    present = fr.present  # the ranking is cached and never changes: its figure is built once per view of it
+    st.plotly_chart(ui.BESIDE.get(ranking, ("ranking", len(cases), present), lambda: fig.ranking_chart(
+        ranking.table, PUBLISHED, subtitle=f"{len(cases)} sentences · ± one standard deviation", presentation=present)),
                     config=export.png_config(ranking_name(fr, kind)))
     say = {True: st.success, False: st.warning, None: st.info}[order.holds]
     extra = ("" if purpose.model_kind(fr) == "pretrained" else " This model was not trained as BERT was, so there is "
@@ -192,8 +201,8 @@ def which_measure(fr: ui.Frame, kind: str, steps: int, knocks: purpose.Knocks) -
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={c: NUMBER for c in table.columns if c.endswith("aopc") or c.startswith("mean_")})
     st.caption(f"Computed in {ranking.seconds:.1f} s for this model and target, then kept for every session.")
-    both = ranking.cases.merge(ranking.table[["key", "mean_aopc", "std_aopc"]], on="key")
-    st.download_button("Download the ranking (CSV)", both.to_csv(index=False),
+    st.download_button("Download the ranking (CSV)", lambda: ranking.cases.merge(
+        ranking.table[["key", "mean_aopc", "std_aopc"]], on="key").to_csv(index=False),
                        file_name=ranking_name(fr, kind) + ".csv",
                        mime="text/csv", icon=":material/download:")
 

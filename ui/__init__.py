@@ -13,13 +13,14 @@ import os
 # (benchmarks/RESULTS-app.md: a 128-token forward on busy cores went from 1457 ms to 87 ms).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import contextlib
 import dataclasses
 import functools
 import gc
 import hashlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import streamlit as st
@@ -32,12 +33,12 @@ from encoder.tokenizer import pretrained_available
 from encoder.viz import activations, attention, similarity  # noqa: F401 (imported before gc.freeze below: plotly, pandas)
 
 from . import checkpoints, settings, state
-from .caches import CACHE
+from .caches import BESIDE, CACHE
 from .checkpoints import checkpoint_dir, list_checkpoints
 from .resources import APP_MAX_TOKENS, app_tokens, check_budget, return_freed_memory, run_with_cpu_fallback
 from .state import widget
 
-__all__ = ["Frame", "frame", "need_trace", "widget", "state", "settings", "fragment", "guard", "caption", "literal"]
+__all__ = ["BESIDE", "Frame", "frame", "need_trace", "widget", "state", "settings", "fragment", "guard", "caption", "literal"]
 _log = logging.getLogger("encoder_explorer")
 
 
@@ -212,10 +213,10 @@ def frame(values: dict[str, Any] | None = None) -> Frame:
     model_key, model, trace, problem, level = values["model"], None, None, "", "info"
     try:
         model_key = model_key_of(values)
-        with st.spinner("Building the model…", show_time=True):
+        with waiting("Building the model…", ("model", model_key, device)):
             model = get_model(model_key, device)
         if values["text"].strip():
-            with st.spinner("Running the encoder…", show_time=True):
+            with waiting("Running the encoder…", ("trace", model_key, device, values["text"], values["train"])):
                 trace = get_trace(model_key, device, values["text"], values["train"])
         else:
             problem = "Type a sentence above, or pick an example, to see the encoder at work."
@@ -227,6 +228,12 @@ def frame(values: dict[str, Any] | None = None) -> Frame:
                           "Try a shorter sentence or a smaller model."), "error"
     return Frame(values=values, config=model.cfg if model is not None else None, model_key=model_key, device=device,
                  model=model, trace=trace, problem=problem, level=level)
+
+
+def waiting(text: str, key: Hashable) -> contextlib.AbstractContextManager:
+    """A spinner while the value under `key` is built; nothing at all when it is cached, which is nearly every run (a
+    spinner costs a timer thread and a message to the browser even when it never shows)."""
+    return contextlib.nullcontext() if CACHE.peek(key) is not None else st.spinner(text, show_time=True)
 
 
 def trace_lookup(fr: Frame) -> Callable[[], encoder.Trace]:

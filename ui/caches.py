@@ -8,8 +8,10 @@ per-model budget (ENCODER_EXPLORER_MEMORY_MB), so the largest model allowed and 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -108,3 +110,45 @@ class ByteCache:
 
 
 CACHE = ByteCache(lambda: CACHE_FACTOR * budget_bytes())
+
+
+class Beside:
+    """What is drawn from a cached object that never changes (a trace's figures, a chart's), kept beside it.
+
+    Built once per (object, key) and shared by every session and rerun; held by the object's identity, so it goes
+    when the object leaves CACHE and nothing else holds it. The key must name everything the value depends on
+    besides the object (layer, tap, presentation mode...).
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[weakref.ref, dict[Hashable, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def _values(self, owner: Any) -> dict[Hashable, Any]:
+        held = self._items.get(id(owner))
+        if held is None or held[0]() is not owner:  # none yet, or an earlier object's that had the same id
+            ref = weakref.ref(owner, functools.partial(self._forget, id(owner)))
+            held = self._items[id(owner)] = (ref, {})
+        return held[1]
+
+    def _forget(self, at: int, gone: weakref.ref) -> None:
+        """The object at id `at` was freed: drop what was kept beside it (not a later object's at the same id). No
+        lock: this runs wherever the last reference went, possibly inside get()."""
+        held = self._items.get(at)
+        if held is not None and held[0] is gone:
+            self._items.pop(at, None)
+
+    def get(self, owner: Any, key: Hashable, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            values = self._values(owner)
+            if key in values:
+                return values[key]
+        value = compute()  # outside the lock: two sessions may both build it the first time, and one is kept
+        with self._lock:
+            return self._values(owner).setdefault(key, value)
+
+    def __len__(self) -> int:
+        return sum(len(values) for _, values in self._items.values())
+
+
+BESIDE = Beside()

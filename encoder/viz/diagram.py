@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import shutil
 from contextlib import nullcontext
 
 import graphviz
@@ -349,6 +350,11 @@ def _two_columns(body: graphviz.Digraph, norm: str) -> None:
                 same.node(tap)
             for left, right in itertools.pairwise(row):
                 same.edge(left, right, style="invis")
+
+
+def svg_problem() -> str:
+    """Why this server cannot export SVG (no Graphviz `dot` on its PATH), or "" when it can."""
+    return "" if shutil.which("dot") else INSTALL_HINT
 
 
 def svg_bytes(graph: graphviz.Digraph) -> bytes:

@@ -176,7 +176,9 @@ def test_stats_for_a_missing_layer_is_a_clear_error(trace):
 
 
 def test_svg_bytes_without_dot_says_how_to_install(monkeypatch):
+    assert diagram.svg_problem() == ""  # the page offers the SVG download here, drawn when clicked
     monkeypatch.setenv("PATH", "/nonexistent")
+    assert "apt-get install graphviz" in diagram.svg_problem()  # the page says so in place of the button
     with pytest.raises(ValueError, match="apt-get install graphviz"):
         diagram.svg_bytes(diagram.layer_diagram(MINILM))
 

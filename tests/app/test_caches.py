@@ -1,0 +1,70 @@
+"""ui/caches.py's Beside: what is drawn from a cached object is built once per (object, key) and goes with the object."""
+
+from __future__ import annotations
+
+import gc
+import threading
+from dataclasses import dataclass
+
+from ui.caches import CACHE, Beside
+
+
+@dataclass(frozen=True, eq=False)
+class Held:
+    """Stands in for a cached trace or chart: compared by identity, as the pages hold them."""
+
+    name: str
+
+
+def test_built_once_per_object_and_key():
+    beside, calls = Beside(), []
+
+    def build(tag):
+        calls.append(tag)
+        return [tag]
+
+    a, b = Held("a"), Held("b")
+    first = beside.get(a, ("taps", 0), lambda: build("a0"))
+    assert beside.get(a, ("taps", 0), lambda: build("again")) is first  # a rerun, another session: the same figure
+    assert beside.get(a, ("taps", 1), lambda: build("a1")) == ["a1"]  # another layer: built
+    assert beside.get(b, ("taps", 0), lambda: build("b0")) == ["b0"]  # another object with equal fields: built
+    assert calls == ["a0", "a1", "b0"]
+    assert len(beside) == 3
+
+
+def test_what_is_kept_goes_with_its_object_and_never_reaches_a_later_one():
+    beside = Beside()
+    owner = Held("trace")
+    beside.get(owner, "fig", lambda: "drawn from the first trace")
+    gone = id(owner)
+    del owner
+    gc.collect()
+    assert len(beside) == 0  # freed with the trace, however many sessions drew it
+    # A new object may get the old one's id: it must never see the old figure.
+    for _ in range(1000):
+        other = Held("trace")
+        if id(other) == gone:
+            break
+    assert beside.get(other, "fig", lambda: "its own") == "its own"
+
+
+def test_concurrent_first_builds_agree_on_one_value():
+    beside, owner, seen = Beside(), Held("t"), []
+    start = threading.Barrier(4)
+
+    def session():
+        start.wait()
+        seen.append(beside.get(owner, "fig", lambda: object()))
+
+    threads = [threading.Thread(target=session) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(v) for v in seen}) == 1  # whoever built first, every session shows the kept one
+
+
+def test_the_app_cache_owns_the_objects():
+    key = ("test-caches", "owner")
+    owner = CACHE.get(key, lambda: Held("cached"))
+    assert CACHE.get(key, lambda: Held("other")) is owner  # the identity Beside relies on across reruns
