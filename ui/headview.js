@@ -100,11 +100,27 @@ function strokeLines(ctx, all, T, x0, x1, y, width, focus, minW) {
   ctx.restore();
 }
 
+// A token's numbers (value, colour) as the spans of its box, reusing the spans already there.
+function setNums(box, items, digits) {
+  while (box.childElementCount > items.length) box.lastChild.remove();
+  while (box.childElementCount < items.length) box.append(el("span", "hv-num"));
+  items.forEach(([w, colour], n) => {
+    const span = box.children[n];
+    const text = w.toFixed(digits);
+    if (span.textContent !== text) span.textContent = text;
+    if (span.dataset.c !== colour) {
+      span.dataset.c = colour;
+      span.style.color = colour;
+    }
+  });
+}
+
 class HeadView extends View {
   constructor(parent) {
     super(parent, "hv", () => this.layers.has(this.layer));
     this.root.tabIndex = -1;
-    Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], labelled: [], lines: RAW_LINES });
+    Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], labelled: [], lines: RAW_LINES,
+      inked: false });
     this.build();
     this.wire();
   }
@@ -142,6 +158,8 @@ class HeadView extends View {
         focus: null, pinned: false });
       this.coarse = payload.levels === 255; // 8-bit weights: within half a step of 1/255
       this.root.classList.toggle("present", !!h.present);
+      this.root.toggleAttribute("data-long", h.T > 128);
+      this.root.dataset.labels = "k"; // the column whose numbers keep their room: the keys', until a key is hovered
       Object.assign(this.root.dataset, { t: String(h.T), shipped: h.layers.length === h.L ? "all" : "some",
         measure: this.lines.key });
       this.root.style.setProperty("--row", rowHeight(h.T));
@@ -194,6 +212,8 @@ class HeadView extends View {
     });
     this.leftToks = make("q");
     this.rightToks = make("k");
+    this.leftNums = this.leftToks.map((d) => d.querySelector(".hv-w"));
+    this.rightNums = this.rightToks.map((d) => d.querySelector(".hv-w"));
     this.left.replaceChildren(el("div", "hv-head", this.lines.left), ...this.leftToks);
     this.right.replaceChildren(el("div", "hv-head", this.lines.right), ...this.rightToks);
     this.marked = [];
@@ -274,17 +294,25 @@ class HeadView extends View {
     const ctx = this.canvas.getContext("2d");
     const dpr = window.devicePixelRatio || 1;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, this.width, this.canvas.height / dpr);
+    // A canvas as tall as 512 rows is costly to clear and hand to the screen again: only when it holds lines.
+    if (this.inked) ctx.clearRect(0, 0, this.width, this.canvas.height / dpr);
+    this.inked = false;
     this.svg.replaceChildren();
     for (const d of this.marked) d.classList.remove("hv-on");
-    for (const box of this.labelled) box.replaceChildren();
     this.marked = [];
-    this.labelled = [];
     const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
+    this.root.style.setProperty("--nums", String(Math.max(1, all.length))); // long inputs keep room for this many
+    const labelled = this.labelled;
+    this.labelled = [];
     if (this.focus) this.drawFocus(all);
-    else {
+    // Numbers beside the other column are rewritten in place, and only the boxes no longer labelled are emptied:
+    // hovering from token to token at 512 tokens then changes text, not the page's layout.
+    const kept = new Set(this.labelled);
+    for (const box of labelled) if (!kept.has(box)) setNums(box, [], 0);
+    if (!this.focus) {
       const minW = this.T > 128 ? MIN_W_LONG : MIN_W;
       strokeLines(ctx, all, this.T, 0, this.width, (i) => this.y(i), this.lineWidth() - 1, null, minW);
+      this.inked = true;
       this.say(this.describe());
     }
     this.stamp.drawn();
@@ -294,7 +322,6 @@ class HeadView extends View {
   drawFocus(all) {
     const { side, i } = this.focus;
     const mine = side === "q" ? this.leftToks : this.rightToks;
-    const theirs = side === "q" ? this.rightToks : this.leftToks;
     mine[i].classList.add("hv-on");
     this.marked.push(mine[i]);
     const frag = document.createDocumentFragment();
@@ -310,14 +337,11 @@ class HeadView extends View {
       });
     }
     this.svg.append(frag);
-    theirs.forEach((d, j) => {
-      const box = d.querySelector(".hv-w");
+    this.root.dataset.labels = side === "q" ? "k" : "q";
+    const digits = this.coarse ? 2 : 3;
+    (side === "q" ? this.rightNums : this.leftNums).forEach((box, j) => {
       this.labelled.push(box);
-      box.replaceChildren(...labels[j].map(([w, c]) => {
-        const span = el("span", "hv-num", w.toFixed(this.coarse ? 2 : 3));
-        span.style.color = c;
-        return span;
-      }));
+      setNums(box, labels[j], digits);
     });
     const pinnedNote = this.pinned ? " (pinned: click again to release)" : "";
     if (this.hover !== null && this.pinned) {
