@@ -117,18 +117,20 @@ class Beside:
 
     Built once per (object, key) and shared by every session and rerun; held by the object's identity, so it goes
     when the object leaves CACHE and nothing else holds it. The key must name everything the value depends on
-    besides the object (layer, tap, presentation mode...).
+    besides the object (layer, tap, presentation mode...). At most `per_owner` values per object, the least recently
+    used going first, so a class clicking through every layer and tap of a long sentence cannot grow it unbounded.
     """
 
-    def __init__(self) -> None:
-        self._items: dict[int, tuple[weakref.ref, dict[Hashable, Any]]] = {}
+    def __init__(self, per_owner: int = 64) -> None:
+        self.per_owner = per_owner
+        self._items: dict[int, tuple[weakref.ref, OrderedDict[Hashable, Any]]] = {}
         self._lock = threading.Lock()
 
-    def _values(self, owner: Any) -> dict[Hashable, Any]:
+    def _values(self, owner: Any) -> OrderedDict[Hashable, Any]:
         held = self._items.get(id(owner))
         if held is None or held[0]() is not owner:  # none yet, or an earlier object's that had the same id
             ref = weakref.ref(owner, functools.partial(self._forget, id(owner)))
-            held = self._items[id(owner)] = (ref, {})
+            held = self._items[id(owner)] = (ref, OrderedDict())
         return held[1]
 
     def _forget(self, at: int, gone: weakref.ref) -> None:
@@ -142,10 +144,15 @@ class Beside:
         with self._lock:
             values = self._values(owner)
             if key in values:
+                values.move_to_end(key)
                 return values[key]
         value = compute()  # outside the lock: two sessions may both build it the first time, and one is kept
         with self._lock:
-            return self._values(owner).setdefault(key, value)
+            values = self._values(owner)
+            kept = values.setdefault(key, value)
+            while len(values) > self.per_owner:
+                values.popitem(last=False)
+            return kept
 
     def __len__(self) -> int:
         return sum(len(values) for _, values in self._items.values())

@@ -68,3 +68,14 @@ def test_the_app_cache_owns_the_objects():
     key = ("test-caches", "owner")
     owner = CACHE.get(key, lambda: Held("cached"))
     assert CACHE.get(key, lambda: Held("other")) is owner  # the identity Beside relies on across reruns
+
+
+def test_each_object_keeps_at_most_its_share_the_least_recently_used_going_first():
+    beside, owner = Beside(per_owner=3), Held("long sentence")
+    for layer in range(3):
+        beside.get(owner, layer, lambda layer=layer: f"figure {layer}")
+    beside.get(owner, 0, lambda: "rebuilt")  # used again: now the most recent
+    beside.get(owner, 3, lambda: "figure 3")  # one too many: layer 1, the least recently used, goes
+    assert len(beside) == 3
+    assert beside.get(owner, 0, lambda: "rebuilt") == "figure 0"
+    assert beside.get(owner, 1, lambda: "rebuilt") == "rebuilt"
