@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -26,7 +27,8 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from devkit.server import READY, streamlit_server
 from encoder.viz.style import MIN_PRESENT_FONT
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
-from ui import lessons, pages
+from tests.app.walk import PATH_ALIASES, url_settings
+from ui import lessons, pages, player
 
 VIEWPORTS = [(1280, 720), (1024, 768)]
 WIDE = [(1024, 768), (1440, 900), (1920, 1080)]  # laptop and desktop screens, not presenting
@@ -352,9 +354,21 @@ def slide_number(page: Page) -> int:
     return int(re.search(r"[?&]slide=(\d+)", page.url).group(1))
 
 
-@pytest.mark.parametrize("name", lessons.builtin_names())
-def test_the_lesson_bar_leaves_every_built_in_slides_figure_whole(projector, app, name):
-    page, since = projector, len(app.log.lines)
+# Each built-in lesson on one of the two projector screens, in turn: every slide's page is also checked on both
+# screens by test_every_page_fits_the_projector, and the lessons together cover both.
+LESSON_SCREENS = [(name, VIEWPORTS[n % len(VIEWPORTS)]) for n, name in enumerate(lessons.builtin_names())]
+
+
+@pytest.mark.parametrize(("name", "size"), LESSON_SCREENS, ids=[f"{w}x{h}-{n}" for n, (w, h) in LESSON_SCREENS])
+def test_the_lesson_bar_leaves_every_built_in_slides_figure_whole(browser, app, name, size):
+    with contextmanager(screen)(browser, size) as page:
+        lesson_bar_whole(page, app, name)
+
+
+def lesson_bar_whole(page: Page, app: App, name: str) -> None:
+    """Play a built-in lesson with the keyboard: every slide shows its own page, settings and title, its figure
+    drawn and whole under the lesson bar, and nothing breaks; the talking points never below 14 px."""
+    since = len(app.log.lines)
     made = lessons.load_builtin(name)
     page.goto(app.link("/lessons", {"lesson": name, "present": "true"}))
     settle(page, timeout=LOAD_MS)
@@ -373,6 +387,10 @@ def test_the_lesson_bar_leaves_every_built_in_slides_figure_whole(projector, app
             raise AssertionError(f"{where}: never drawn: {describe(page, app)}") from None
         assert_clean(page, app, since)
         assert_whole(page, where)
+        path = page.url.split("?")[0].removeprefix(app.url)
+        assert PATH_ALIASES.get(path, path) == lessons.page_of(s).url, f"{where}: on {page.url[:80]}"
+        assert player.view_of(url_settings(page.url)[0]) == player.view_of(player.slide_values(s)), where
+        assert page.locator(".st-key-lesson-title h1").inner_text().strip() == lessons.display_text(s.title), where
         bar = page.evaluate(BAR_JS)
         assert bar["bar"]["top"] >= 0 and bar["bar"]["bottom"] <= bar["header"] + 1, f"{where}: bar {bar}"
         assert bar["bar"]["left"] >= 0 and bar["bar"]["right"] <= bar["vw"], f"{where}: bar {bar}"

@@ -60,7 +60,7 @@ MODERN = SMALL | {"d_ff": "256", "norm": "pre", "final_norm": "true", "positiona
 WALKS = [(1, "/", SMALL), (2, "/", {}), (3, "/side-by-side", SMALL | {"norm": "pre", "text": "The cat sat."}),
          (4, "/", {"measure": "value", "beside": "true"}), (5, "/", MODERN)]
 STAY = {4: 30}  # seed -> steps of a walk that never opens another page
-STEPS = 50
+STEPS = 40  # per walk; five walks from different starting views
 
 
 # ---------------------------------------------------------------- helpers (the server and tabs: tests/app/conftest.py)
