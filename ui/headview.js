@@ -315,6 +315,8 @@ class HeadView extends View {
       this.inked = true;
       this.say(this.describe());
     }
+    // A blank canvas leaves the page: at 512 tokens it is a layer 9,000 px tall that every frame would hand on.
+    this.canvas.hidden = !this.inked;
     this.stamp.drawn();
   }
 
