@@ -8,7 +8,8 @@ const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf
   "#7f7f7f", "#bcbd22", "#393b79", "#637939", "#843c39", "#7b4173", "#3182bd", "#e6550d"];
 const AVG_COLOUR = "#343a40";
 const MIN_W = 0.02; // overview lines lighter than this are not drawn (barely visible at that opacity anyway)
-const MIN_W_LONG = 0.05; // past 128 tokens: thousands of faint lines are a grey blur, and costly to rasterise
+const LONG = 128; // past this many tokens the view takes its long-input layout: tight rows, boxes of fixed width
+const MIN_W_LONG = 0.05; // past LONG tokens: thousands of faint lines are a grey blur, and costly to rasterise
 const BUCKETS = 32; // overview lines are stroked in 32 opacity groups: one canvas stroke each, not one per line
 const KEEP_BYTES = 64e6; // layers fetched one by one (inputs too long to ship whole) stay cached up to this
 const FIT_ROW_PX = [19, 33]; // presentation mode: token rows between these heights, so the view fits the screen
@@ -19,7 +20,7 @@ export const NO_HEADS = "This measure has no per-head form (it measures the laye
 
 // ------------------------------------------------------------------------------------------------ layout
 // Token rows by length: tighter for long inputs, so 512 tokens stay a scrollable page, not a wall.
-export const rowHeight = (T) => (T > 128 ? "1.1em" : T > 64 ? "1.3em" : "1.5em");
+export const rowHeight = (T) => (T > LONG ? "1.1em" : T > 64 ? "1.3em" : "1.5em");
 
 // Presentation mode: token rows as tall as fit in `room` px, within FIT_ROW_PX, labels at least MIN_LABEL_PX.
 export function fitRows(room, T) {
@@ -119,7 +120,7 @@ class HeadView extends View {
   constructor(parent) {
     super(parent, "hv", () => this.layers.has(this.layer));
     this.root.tabIndex = -1;
-    Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], labelled: [], lines: RAW_LINES,
+    Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], numbered: null, lines: RAW_LINES,
       inked: false });
     this.build();
     this.wire();
@@ -158,7 +159,7 @@ class HeadView extends View {
         focus: null, pinned: false });
       this.coarse = payload.levels === 255; // 8-bit weights: within half a step of 1/255
       this.root.classList.toggle("present", !!h.present);
-      this.root.toggleAttribute("data-long", h.T > 128);
+      this.root.toggleAttribute("data-long", h.T > LONG);
       this.root.dataset.labels = "k"; // the column whose numbers keep their room: the keys', until a key is hovered
       Object.assign(this.root.dataset, { t: String(h.T), shipped: h.layers.length === h.L ? "all" : "some",
         measure: this.lines.key });
@@ -217,7 +218,7 @@ class HeadView extends View {
     this.left.replaceChildren(el("div", "hv-head", this.lines.left), ...this.leftToks);
     this.right.replaceChildren(el("div", "hv-head", this.lines.right), ...this.rightToks);
     this.marked = [];
-    this.labelled = [];
+    this.numbered = null;
   }
 
   buildPickers() {
@@ -302,15 +303,16 @@ class HeadView extends View {
     this.marked = [];
     const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
     this.root.style.setProperty("--nums", String(Math.max(1, all.length))); // long inputs keep room for this many
-    const labelled = this.labelled;
-    this.labelled = [];
+    const numbered = this.numbered; // the column whose boxes hold numbers ("q", "k" or null): the other one's
+    this.numbered = null;
     if (this.focus) this.drawFocus(all);
-    // Numbers beside the other column are rewritten in place, and only the boxes no longer labelled are emptied:
-    // hovering from token to token at 512 tokens then changes text, not the page's layout.
-    const kept = new Set(this.labelled);
-    for (const box of labelled) if (!kept.has(box)) setNums(box, [], 0);
+    // Numbers beside the other column are rewritten in place, and a column's boxes are emptied only when it no
+    // longer holds numbers: hovering from token to token at 512 tokens then changes text, not the page's layout.
+    if (numbered && numbered !== this.numbered) {
+      for (const box of numbered === "q" ? this.leftNums : this.rightNums) setNums(box, [], 0);
+    }
     if (!this.focus) {
-      const minW = this.T > 128 ? MIN_W_LONG : MIN_W;
+      const minW = this.T > LONG ? MIN_W_LONG : MIN_W;
       strokeLines(ctx, all, this.T, 0, this.width, (i) => this.y(i), this.lineWidth() - 1, null, minW);
       this.inked = true;
       this.say(this.describe());
@@ -341,10 +343,8 @@ class HeadView extends View {
     this.svg.append(frag);
     this.root.dataset.labels = side === "q" ? "k" : "q";
     const digits = this.coarse ? 2 : 3;
-    (side === "q" ? this.rightNums : this.leftNums).forEach((box, j) => {
-      this.labelled.push(box);
-      setNums(box, labels[j], digits);
-    });
+    this.numbered = side === "q" ? "k" : "q";
+    (side === "q" ? this.rightNums : this.leftNums).forEach((box, j) => setNums(box, labels[j], digits));
     const pinnedNote = this.pinned ? " (pinned: click again to release)" : "";
     if (this.hover !== null && this.pinned) {
       const j = this.hover;

@@ -6,7 +6,9 @@ import gc
 import threading
 from dataclasses import dataclass
 
-from ui.caches import CACHE, Beside
+import torch
+
+from ui.caches import Beside, ByteCache
 
 
 @dataclass(frozen=True, eq=False)
@@ -14,6 +16,13 @@ class Held:
     """Stands in for a cached trace or chart: compared by identity, as the pages hold them."""
 
     name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """Stands in for a cached trace: its tensors count against the cache's byte budget."""
+
+    weights: torch.Tensor
 
 
 def test_built_once_per_object_and_key():
@@ -64,10 +73,18 @@ def test_concurrent_first_builds_agree_on_one_value():
     assert len({id(v) for v in seen}) == 1  # whoever built first, every session shows the kept one
 
 
-def test_the_app_cache_owns_the_objects():
-    key = ("test-caches", "owner")
-    owner = CACHE.get(key, lambda: Held("cached"))
-    assert CACHE.get(key, lambda: Held("other")) is owner  # the identity Beside relies on across reruns
+def test_figures_go_when_the_byte_cache_evicts_their_object():
+    # The app's pattern: a trace held by a ByteCache (CACHE), its figures beside it. A newer trace that pushes the
+    # old one out of the budget must take the old figures with it, while a rerun still finds its own.
+    store, beside = ByteCache(lambda: 1000), Beside()
+    old = store.get("old sentence", lambda: Trace(torch.zeros(200)))  # 800 bytes of the 1,000
+    assert store.get("old sentence", lambda: Trace(torch.ones(200))) is old  # the identity a rerun relies on
+    beside.get(old, "map", lambda: "the old map")
+    del old
+    new = store.get("new sentence", lambda: Trace(torch.zeros(200)))  # evicts the old trace
+    assert store.keys() == ["new sentence"]
+    assert len(beside) == 0
+    assert beside.get(new, "map", lambda: "the new map") == "the new map"
 
 
 def test_each_object_keeps_at_most_its_share_the_least_recently_used_going_first():
