@@ -359,6 +359,21 @@ def distribution(durations: list[float]) -> str:
 VIEWS = {"head view": headview_events, "map": map_events}
 
 
+def payloads_only() -> None:
+    """`--payloads`: only what every page's first run sends at 512 tokens (about 2 minutes)."""
+    text = text_of(load_pretrained(), 512)
+    started = time.strftime("%Y-%m-%d %H:%M %Z")
+    with streamlit_server() as (url, _), sync_playwright() as pw:
+        browser = launch(pw)
+        sizes = page_bytes(browser, url, text)
+        browser.close()
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores, Chromium headless, {started}")
+    print("first run of every page at 512 tokens (websocket bytes; goal <= 3 MB):")
+    for title, size in sizes.items():
+        print(f"  {title:<22} {size / 1e6:6.2f} MB{'' if size <= 3e6 else '   <- over'}")
+    print(json.dumps({"bench": "payloads", "page_bytes": sizes, "machine": {"cpu": cpu_name(), "date": started}}))
+
+
 def events(args) -> None:
     model = load_pretrained()
     texts = {n: text_of(model, n) for n in args.tokens}
@@ -425,7 +440,11 @@ def main() -> None:
                         help="with --events: only these views (the payloads are measured only with all of them)")
     parser.add_argument("--tokens", nargs="+", type=int, choices=(123, 512), default=[123, 512],
                         help="with --events: only these lengths (the payloads need both)")
+    parser.add_argument("--payloads", action="store_true", help="only every page's first run at 512 tokens, in bytes")
     args = parser.parse_args()
+    if args.payloads:
+        payloads_only()
+        return
     if args.events:
         events(args)
         return

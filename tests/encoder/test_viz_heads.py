@@ -129,3 +129,15 @@ def test_a_window_layer_masks_the_keys_outside_its_window_as_the_forward_pass_di
         assert np.abs(unmasked - row).max() > 1e-3
     else:
         assert "sliding window" not in fig.layout.title.subtitle.text
+
+
+def test_the_model_s_own_numbers_travel_as_float32_and_the_recomputed_ones_as_float64(trace):
+    # K and V are the trace's float32 taps: float32 on the page is every bit of them, at half the bytes. The scores
+    # and weights are recomputed here in float64: they keep every bit too.
+    steps = heads.head_steps(trace, 1, 3, 10)
+    grids = {t.hovertemplate.split(" ")[0]: t for t in heads.scores_figure(steps).data + heads.values_figure(steps).data}
+    for name, source in (("k", steps.k), ("v", steps.v), ("q_i", steps.q[None, :])):
+        shipped = np.asarray(grids[name].z)
+        assert shipped.dtype == np.float32 and np.array_equal(shipped.astype(np.float64), source)
+    assert np.asarray(grids["a·v"].z).dtype == np.float64
+    assert np.array_equal(np.asarray(grids["a·v"].z), steps.mixed)
