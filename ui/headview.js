@@ -121,7 +121,7 @@ class HeadView extends View {
     super(parent, "hv", () => this.layers.has(this.layer));
     this.root.tabIndex = -1;
     Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], numbered: null, lines: RAW_LINES,
-      inked: false });
+      inked: null }); // inked: what the overview on the canvas shows (layer, mode, heads, lines), or null: blank
     this.build();
     this.wire();
   }
@@ -268,7 +268,8 @@ class HeadView extends View {
     this.top = first ? first.offsetTop - this.left.offsetTop : 0;
     this.width = Math.max(1, this.mid.clientWidth);
     const height = Math.max(1, this.top + this.rowH * this.T);
-    fitCanvas(this.canvas, this.width, height);
+    fitCanvas(this.canvas, this.width, height); // which also empties it
+    this.inked = null;
     for (const [k, v] of Object.entries({ width: this.width, height, viewBox: `0 0 ${this.width} ${height}` })) {
       this.svg.setAttribute(k, String(v));
     }
@@ -292,12 +293,6 @@ class HeadView extends View {
       this.say(`Loading layer ${this.layer}…`);
       return; // the previous picture stays (dimmed) until the layer arrives: never a blank page
     }
-    const ctx = this.canvas.getContext("2d");
-    const dpr = window.devicePixelRatio || 1;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    // A canvas as tall as 512 rows is costly to clear and hand to the screen again: only when it holds lines.
-    if (this.inked) ctx.clearRect(0, 0, this.width, this.canvas.height / dpr);
-    this.inked = false;
     this.svg.replaceChildren();
     for (const d of this.marked) d.classList.remove("hv-on");
     this.marked = [];
@@ -312,13 +307,23 @@ class HeadView extends View {
       for (const box of numbered === "q" ? this.leftNums : this.rightNums) setNums(box, [], 0);
     }
     if (!this.focus) {
-      const minW = this.T > LONG ? MIN_W_LONG : MIN_W;
-      strokeLines(ctx, all, this.T, 0, this.width, (i) => this.y(i), this.lineWidth() - 1, null, minW);
-      this.inked = true;
+      // The overview stays on the canvas while a token has the focus (the canvas is only hidden): leaving the
+      // columns shows it again, unless what it shows changed, without stroking thousands of lines at 512 tokens.
+      const shows = JSON.stringify([this.layer, this.mode, this.head, [...this.heads], this.lines.key]);
+      if (this.inked !== shows) {
+        const ctx = this.canvas.getContext("2d");
+        const dpr = window.devicePixelRatio || 1;
+        ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+        // A canvas as tall as 512 rows is costly to clear: only when it holds lines.
+        if (this.inked) ctx.clearRect(0, 0, this.width, this.canvas.height / dpr);
+        const minW = this.T > LONG ? MIN_W_LONG : MIN_W;
+        strokeLines(ctx, all, this.T, 0, this.width, (i) => this.y(i), this.lineWidth() - 1, null, minW);
+        this.inked = shows;
+      }
       this.say(this.describe());
     }
-    // A blank canvas leaves the page: at 512 tokens it is a layer 9,000 px tall that every frame would hand on.
-    this.canvas.hidden = !this.inked;
+    // A canvas out of sight leaves the page: at 512 tokens it is a layer 9,000 px tall that every frame would hand on.
+    this.canvas.hidden = !!this.focus || !this.inked;
     this.stamp.drawn();
   }
 

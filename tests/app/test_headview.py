@@ -456,3 +456,45 @@ def test_attention_flow_follows_the_pinned_query(page, app, model):
     want = MEASURES["flow"].compute(model, trace, token=animal).layers[3, animal:animal + 1]
     check_lines(s["lines"], want, animal, ["layer"])
     assert_clean(page, app)
+
+
+# The overview canvas: whether it is on screen, and a digest of its pixels (equal digests: the same picture).
+OVERVIEW_JS = f"""() => {{
+  const c = ({HV})().querySelector('canvas.hv-canvas');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let sum = 0, ink = 0;
+  for (let i = 3; i < d.length; i += 4) {{ sum = (sum * 31 + d[i] + i) % 2147483647; ink += d[i] > 0; }}
+  return {{shown: !c.hidden, sum, ink}};
+}}"""
+
+
+def test_leaving_the_columns_shows_the_overview_of_what_is_chosen_now(page, app):
+    # The overview is kept (hidden) while a token has the focus, and shown again on leaving; it must then be the
+    # overview of the layer chosen now, even when the layer changed while a pinned token held the focus.
+    open_view(page, app)
+    page.mouse.move(2, 2)
+    layer3 = page.evaluate(OVERVIEW_JS)
+    assert layer3["shown"] and layer3["ink"] > 0
+    page.locator('.hv button[data-layer="2"]').click()
+    wait_state(page, lambda s: s["layer"] == "2" and not s["focus"])
+    layer2 = page.evaluate(OVERVIEW_JS)
+    assert layer2["shown"] and layer2["sum"] != layer3["sum"]
+    page.locator('.hv button[data-layer="3"]').click()
+    wait_state(page, lambda s: s["layer"] == "3")
+    assert page.evaluate(OVERVIEW_JS) == layer3
+
+    token(page, "left", 4).hover()
+    wait_state(page, lambda s: s["focus"] == "q4" and s["lines"])
+    assert not page.evaluate(OVERVIEW_JS)["shown"]  # the focus lines alone
+    page.mouse.move(2, 2)
+    wait_state(page, lambda s: not s["focus"])
+    assert page.evaluate(OVERVIEW_JS) == layer3  # shown again, the same picture
+
+    token(page, "left", 4).click()  # pinned: the focus stays while the mouse goes to the layer buttons
+    page.locator('.hv button[data-layer="2"]').click()
+    wait_state(page, lambda s: s["layer"] == "2" and s["pinned"] and s["lines"])
+    assert not page.evaluate(OVERVIEW_JS)["shown"]
+    token(page, "left", 4).click()  # released
+    page.mouse.move(2, 2)
+    wait_state(page, lambda s: not s["focus"] and not s["pinned"])
+    assert page.evaluate(OVERVIEW_JS) == layer2  # layer 2's overview, not the kept picture of layer 3
