@@ -57,3 +57,12 @@ def component_headers(at: AppTest) -> list[dict[str, Any]]:
         n = struct.unpack("<I", data[:4])[0]
         out.append(json.loads(data[4:4 + n]))
     return out
+
+
+def text_box(at: AppTest, name: str) -> Any:
+    """The text box of setting `name`: its key is w:NAME#generation (ui/state.py `_box_key`), a new one each time
+    something other than typing changed the setting."""
+    prefix = f"w:{name}#"
+    found = [box for box in [*at.text_area, *at.text_input] if (box.key or "").startswith(prefix)]
+    assert len(found) == 1, f"{len(found)} text boxes for {name!r}: {[box.key for box in [*at.text_area, *at.text_input]]}"
+    return found[0]

@@ -28,6 +28,7 @@ from .settings import SETTINGS
 STORE = "settings"
 PREFIX = "w:"
 SEEN = "widgets drawn"  # setting -> (page, kind, options or range) of its widget's last drawing
+BOXES = "text boxes"  # text setting -> its box's generation: how often the store's text changed other than by typing
 _MISSING = object()
 
 
@@ -72,8 +73,8 @@ def _page() -> str:
     return ctx.page_script_hash if ctx is not None else ""
 
 
-def _commit(key: str) -> None:
-    value = st.session_state.get(PREFIX + key)
+def _commit(key: str, wkey: str) -> None:
+    value = st.session_state.get(wkey)
     setting = SETTINGS[key]
     if value is None and setting.kind is not str:
         return  # a cleared number input keeps the old value
@@ -109,6 +110,9 @@ def widget(key: str, where: Any = None, *, options: Sequence | None = None, lo: 
     hi = setting.hi if hi is None else hi
     value = fit(key, opts, lo, hi)
     wkey = PREFIX + key
+    if setting.widget in ("text_area", "text_input"):
+        where = where.container(key=wkey)  # the box's place keeps the setting's key; the box's own key may change
+        wkey = _box_key(key, value)
     # Re-created from the store on every run, so the value sent to the browser is always the store's (a widget the
     # browser mounts later, e.g. in a popover, shows it too). Sliders are the exception while they stay on screen:
     # writing their key on every run undid arrow presses made while a run was going (six quick presses lost five).
@@ -121,7 +125,7 @@ def widget(key: str, where: Any = None, *, options: Sequence | None = None, lo: 
     show = extra.pop("format_func", setting.show)
     # A label or radio captions that depend on what is on screen (the model's own special tokens, a checkpoint's size)
     label, captions = extra.pop("label", setting.label), extra.pop("captions", setting.captions)
-    common = dict(key=wkey, on_change=_commit, args=(key,), help=setting.help) | extra
+    common = dict(key=wkey, on_change=_commit, args=(key, wkey), help=setting.help) | extra
     kind = setting.widget
     if kind == "radio":
         where.radio(label, opts, format_func=show, captions=captions, **common)
@@ -147,6 +151,17 @@ def widget(key: str, where: Any = None, *, options: Sequence | None = None, lo: 
     else:
         raise ValueError(f"The setting {key!r} has no widget.")
     return store()[key]
+
+
+def _box_key(key: str, value: str) -> str:
+    """A text box's key: a new one whenever the store's text changed other than by typing in the box (a lesson's
+    slide, an example). A browser keeps what was typed into a box it is not showing (one in a closed popover) and
+    sends it with a later run, which would put the old text back; a box with a new key has no old text to send."""
+    boxes = st.session_state.setdefault(BOXES, {})
+    n = boxes.get(key, 0)
+    if st.session_state.get(f"{PREFIX}{key}#{n}", value) != value:
+        n = boxes[key] = n + 1
+    return f"{PREFIX}{key}#{n}"
 
 
 def sync_url() -> None:

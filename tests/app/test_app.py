@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1 import app_test as streamlit_app_test
 
 import ui
-from devkit.apptest import app_test, component_headers
+from devkit.apptest import app_test, component_headers, text_box
 from encoder import TAPS
 from ui import pages, settings
 from ui.caches import CACHE
@@ -103,7 +103,7 @@ def test_opens_on_pretrained_model_with_a_sentence():
     at = start()
     assert_clean(at)
     assert at.radio(key="w:model").value == settings.PRETRAINED
-    assert at.text_area(key="w:text").value == settings.DEFAULT_SENTENCE
+    assert text_box(at, "text").value == settings.DEFAULT_SENTENCE
     header = map_header(at)
     assert [p["kind"] for p in header["parts"]] == ["stack", "exact"]  # raw attention's layers, the map's decimals
     assert "animal" in header["labels"]
@@ -123,7 +123,7 @@ def test_every_page_runs(page, params):
 def test_changing_the_sentence_changes_the_heatmap():
     at = start()
     before = map_header(at)["labels"]
-    at.text_area(key="w:text").input("Bananas are yellow.").run()
+    text_box(at, "text").input("Bananas are yellow.").run()
     assert_clean(at)
     after = map_header(at)["labels"]
     assert after != before and "bananas" in after
@@ -152,7 +152,7 @@ def test_impossible_config_shows_the_config_error():
 
 def test_empty_sentence_shows_a_prompt_not_an_error():
     at = start()
-    at.text_area(key="w:text").input("   ").run()
+    text_box(at, "text").input("   ").run()
     assert_clean(at)
     assert not at.error
     assert any("Type a sentence" in i.value for i in at.info)
@@ -164,7 +164,7 @@ def test_query_params_restore_the_settings():
     frame = frame_of(at)
     assert frame.config.norm == "pre" and frame.config.num_layers == 2 and frame.config.d_model == 64
     assert {k: map_header(at)["sel"][k] for k in ("layer", "head")} == {"layer": 1, "head": 2}
-    assert at.text_area(key="w:text").value == "Hello there, world!"
+    assert text_box(at, "text").value == "Hello there, world!"
     assert "hello" in map_header(at)["labels"]
 
 

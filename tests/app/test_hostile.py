@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import encoder
+from devkit.apptest import text_box
 from devkit.hostile_inputs import EMPTY_IDS, HOSTILE, IDS, TEXTS
 from encoder.viz import attention, diagram
 from tests.app.test_app import PAGES, assert_clean, clear_caches, frame_of, start
@@ -54,9 +55,9 @@ def test_every_page_renders_the_text_literally(name, text):
     clear_caches()
     at = start({"model": "custom", "d_model": "32", "num_heads": "4", "d_ff": "64", "num_layers": "2"})
     typed = settings.cut_utf16(text, settings.MAX_TEXT_CHARS)  # the box's maxlength stops a user there
-    at.text_area(key="w:text").input(typed).run()
+    text_box(at, "text").input(typed).run()
     assert_clean(at)
-    shown = at.text_area(key="w:text").value
+    shown = text_box(at, "text").value
     assert shown == settings.cut_utf16(text, settings.MAX_TEXT_CHARS)  # the box holds the raw text, never rendered
     for page in PAGES:
         at.switch_page(page).run()

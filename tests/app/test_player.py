@@ -9,7 +9,7 @@ import logging
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from devkit.apptest import app_test, figure_components
+from devkit.apptest import app_test, figure_components, text_box
 from tests.app.hostile_lessons import FILES, LINKS, LITERAL_NOTES, lesson, packed, slide, text
 from ui import authoring, lessons, literal, player, settings, state
 from ui.lessons import format
@@ -122,7 +122,7 @@ def test_back_to_the_slide_after_a_live_change_and_leaving_keeps_the_view():
     at = start({"lesson": "pre-ln-post-ln", "slide": str(len(made.slides))}, page=LESSONS)
     press(at, "Play from here", len(made.slides) - 1)  # the last slide's own button
     on_slide(at, made, len(made.slides))
-    at.text_area(key="w:text").input("A student's sentence about a dog.").run()  # answering a question live
+    text_box(at, "text").input("A student's sentence about a dog.").run()  # answering a question live
     assert store(at)["text"] == "A student's sentence about a dog." and store(at)["slide"] == len(made.slides)
     assert "Back to the slide" in labels(at)
     press(at, "Back to the slide")

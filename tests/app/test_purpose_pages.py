@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from devkit.apptest import text_box
 from devkit.hostile_inputs import EMPTY_IDS, HOSTILE, IDS
 from devkit.server import READY, launch, streamlit_server
 from tests.app.test_app import SMALL_POST, SMALL_PRE, assert_clean, clear_caches, start
@@ -85,7 +86,7 @@ def test_example_set_gives_paraphrases_more_similarity_than_unrelated_text():
     assert_clean(at)
     store = at.session_state[STORE]
     assert store["text"] == first and store["sentences"].splitlines() == rest
-    assert at.text_area(key="w:text").value == "A man is playing guitar."
+    assert text_box(at, "text").value == "A man is playing guitar."
     sim = numbers(chart(at, "Cosine similarity")["data"][0]["z"])
     assert sim.shape == (4, 4)
     np.testing.assert_allclose(sim, sim.T, atol=1e-6)
@@ -196,7 +197,7 @@ def test_bad_knockouts_in_the_url_are_named_and_the_rest_applied():
 def test_hostile_sentences_render_on_the_new_pages(name, text):
     params = {"model": "custom", "d_model": "32", "num_heads": "4", "d_ff": "64", "num_layers": "2"}
     at = start(params)
-    at.text_area(key="w:text").input(text).run()
+    text_box(at, "text").input(text).run()
     for page in PAGES:
         at.switch_page(page).run()
         assert_clean(at)
@@ -204,7 +205,7 @@ def test_hostile_sentences_render_on_the_new_pages(name, text):
         if name in EMPTY_IDS:  # the frame's prompt instead of the page
             assert any("Type a sentence" in i.value for i in at.info) and not at.get("plotly_chart")
         elif page == EMBEDDINGS:
-            at.text_area(key="w:sentences").input(f"{text[:300]}\nA plain sentence.\n{text[-300:]}").run()
+            text_box(at, "sentences").input(f"{text[:300]}\nA plain sentence.\n{text[-300:]}").run()
             assert_clean(at)
             assert not at.error, [e.value for e in at.error]
         for el in at.get("plotly_chart"):

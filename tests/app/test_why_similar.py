@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import encoder
+from devkit.apptest import text_box
 from devkit.hostile_inputs import BY_ID
 from encoder.analysis import attribution, faithfulness
 from encoder.analysis.measures import MEASURES
@@ -142,7 +143,7 @@ def test_a_hostile_second_sentence_stays_text(name):
     for tag in ("<script", "<b>", "<img"):
         assert tag not in spec.lower()
     assert titled(at, "Sentence 2")  # the second sentence has its bars, its tokens escaped
-    assert at.text_area(key="w:text_b").value == text
+    assert text_box(at, "text_b").value == text
 
 
 def test_knocked_out_heads_follow_into_the_attributions():
