@@ -104,6 +104,8 @@ examples_at.selectbox("Examples", list(settings.EXAMPLES), index=None, placehold
                       on_change=use_example)
 if lesson:
     player.bar(*lesson, nav.url_path)
+else:
+    player.no_bar()
 
 
 def show_frame() -> None:

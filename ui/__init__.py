@@ -277,14 +277,23 @@ def guard(body: Callable[[], Any]) -> Any:
         return None
 
 
+# What the lesson bar drawn last says (ui/player.py bar), for a fragment's run, which does not redraw it: (on the slide,
+# a check of the store against the slide's view); absent without a bar, or where a fragment cannot change what it says.
+BAR_SAYS = "lesson-bar: says"
+
+
 def fragment(body: Callable[[], None]) -> Callable[[], None]:
-    """st.fragment that keeps the URL in step with the store and cannot take the session down."""
+    """st.fragment that keeps the URL in step with the store and cannot take the session down; when its change takes
+    a lesson's view off its slide (or back), the whole page runs, so the lesson bar's "Back to the slide" follows."""
     @st.fragment
     @functools.wraps(body)
     def run() -> None:
         state.sync_url()
         guard(body)
         state.sync_url()
+        says = st.session_state.get(BAR_SAYS)  # ui/player.py bar()
+        if says is not None and says[1]() != says[0]:
+            st.rerun(scope="app")
 
     return run
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.navigation.page import StreamlitPage
 
-from . import check_url_values, lessons, literal, settings, state
+from . import BAR_SAYS, check_url_values, lessons, literal, settings, state
 from . import pages as registry
 from .components import register
 from .lessons.format import NOT_IN_SLIDES, PACKED
@@ -229,7 +229,12 @@ def bar(opened: Opened, number: int, here: str) -> None:
     slide, count = slides[number - 1], len(slides)
     shown = page_named(here)  # None on the Lessons page
     on_page = shown is not None and shown.path == slide.page
-    on_slide = on_page and view_of(state.store()) == view_of(slide_values(slide))
+    slide_view = view_of(slide_values(slide))
+    on_slide = on_page and view_of(state.store()) == slide_view
+    if on_page:  # a fragment changes settings, never the page
+        st.session_state[BAR_SAYS] = (on_slide, lambda: view_of(state.store()) == slide_view)
+    else:
+        st.session_state.pop(BAR_SAYS, None)
     row = st.container(horizontal=True, vertical_alignment="center", key=BAR, gap="small")
     row.button("Previous", icon=":material/arrow_back:", on_click=go, args=(number - 1,), disabled=number == 1,
                help="The previous slide (← or Page Up)", key="lesson-previous")
@@ -251,6 +256,11 @@ def bar(opened: Opened, number: int, here: str) -> None:
         st.warning(literal(f"This slide: {problem}"), icon=":material/warning:")
     if state.get("points"):
         points(slide)
+
+
+def no_bar() -> None:
+    """A run without the lesson bar: nothing for a fragment to bring up to date."""
+    st.session_state.pop(BAR_SAYS, None)
 
 
 def points(slide: lessons.Slide) -> None:
