@@ -9,12 +9,11 @@ whole. Lessons from there are read-only: editing one makes an in-memory copy.
 from __future__ import annotations
 
 import functools
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import check_url_values
+from ..folders import name_rule, operator_folder
 from .format import MAX_BYTES, PACKED, Lesson, Slide, from_link, loads
 from .pages import Page, pages
 
@@ -24,7 +23,7 @@ BUILTINS = ("encoder-layer", "multi-head-attention", "training-vs-inference", "s
 LESSONS_ENV = "ENCODER_EXPLORER_LESSONS"
 FOLDER = "folder:"  # the reference of an operator's lesson: folder:NAME
 SUFFIX = ".json"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_NAME = name_rule(64)
 
 
 @dataclass(frozen=True)
@@ -51,11 +50,7 @@ def load_builtin(name: str) -> Lesson:
 
 
 def lessons_root() -> Path | None:
-    raw = os.environ.get(LESSONS_ENV, "").strip()
-    if not raw:
-        return None
-    root = Path(raw).expanduser().resolve()
-    return root if root.is_dir() else None
+    return operator_folder(LESSONS_ENV)
 
 
 def operator_names() -> list[str]:
