@@ -22,6 +22,7 @@ def page() -> None:
     lesson = opened.lesson
     row.button("Play", icon=":material/play_arrow:", type="primary", key="play-lesson", on_click=player.play,
                args=(ref,), disabled=lesson is None or not lesson.slides)
+    player.left_out_warning()
     authoring.messages("page")
     if lesson is None:
         st.error(ui.literal(opened.problem), icon=":material/error:")

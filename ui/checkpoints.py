@@ -12,17 +12,16 @@ of the directory, or a model above the memory budget. Weights are read as safete
 from __future__ import annotations
 
 import functools
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from encoder.pretrained import REQUIRED_FILES, CheckpointInfo, describe, model_folder
 
+from .folders import name_rule, operator_folder
 from .resources import budget_bytes, check_budget
 
 MODELS_ENV = "ENCODER_EXPLORER_MODELS"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_NAME = name_rule(128)
 NBSP = "\u00a0"  # keeps a number on the line of its unit in the sidebar's narrow column
 
 
@@ -45,11 +44,7 @@ class Checkpoint:
 
 
 def models_root() -> Path | None:
-    raw = os.environ.get(MODELS_ENV, "").strip()
-    if not raw:
-        return None
-    root = Path(raw).expanduser().resolve()
-    return root if root.is_dir() else None
+    return operator_folder(MODELS_ENV)
 
 
 def scan() -> list[Checkpoint]:

@@ -99,6 +99,13 @@ def on_offer() -> list[str]:
     return [*refs, MINE]
 
 
+def left_out_warning() -> None:
+    """Under the Lesson box: each lesson file of the operator's folder that is not offered, and what to change."""
+    said = lessons.left_out()
+    if said:  # file names as text, never Markdown
+        st.warning("\n".join(f"- {literal(sentence)}" for sentence in said), icon=":material/folder_off:")
+
+
 def ref_label(ref: str) -> str:
     """How the Lesson box shows a reference: the lesson's title (plain text: Streamlit shows options literally)."""
     if ref == MINE:

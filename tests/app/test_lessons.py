@@ -321,6 +321,65 @@ def test_the_operators_folder_offers_lessons_by_name_only(tmp_path, monkeypatch)
     assert {p.name: (p.lstat().st_mtime_ns, p.lstat().st_size) for p in root.iterdir()} == before  # read-only
 
 
+def refusal(data: bytes) -> str:
+    """The loader's sentence for a file's content."""
+    with pytest.raises(ValueError) as err:
+        lessons.loads(data)
+    return str(err.value)
+
+
+def test_the_folder_names_each_file_it_leaves_out_and_what_to_change(tmp_path, monkeypatch):
+    root, outside = tmp_path / "lessons", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    good = text(lesson(slide(), title="Week 1"))
+    huge = b" " * (format.MAX_BYTES + 10)
+    other = text({"format": "slides-of-another-app", "version": 1})
+    for file, data in (("week-1.json", good), ("broken.json", b'{"format": '), ("other.json", other),
+                       ("huge.json", huge), ("my lesson.json", good), ("Intro.JSON", good), ("tab\there.json", good),
+                       ("README.txt", b"Lessons for week 1."), (".DS_Store", b"\0"), ("._week-1.json", b"\0\5")):
+        (root / file).write_bytes(data)
+    (root / "drafts.json").mkdir()  # a folder is no lesson file, whatever its name
+    (outside / "secret.json").write_bytes(good)
+    (root / "escape.json").symlink_to(outside / "secret.json")
+    monkeypatch.setenv(lessons.LESSONS_ENV, str(root))
+
+    said = lessons.left_out()
+    for sentence in said:
+        assert_sentence(sentence)
+    link = "It is a link to a file outside the lessons folder (or to none), which is never followed; copy the lesson "
+    assert said == [f"“{file}” in the lessons folder was left out: {why}" for file, why in (
+        ("Intro.JSON", library.BAD_NAME),  # the loader opens NAME.json only
+        ("broken.json", refusal(b'{"format": ')),
+        ("escape.json", link + "file itself into the folder."),
+        ("huge.json", refusal(huge)),
+        ("my lesson.json", library.BAD_NAME),
+        ("other.json", refusal(other)),
+        ("tab\u2409here.json", library.BAD_NAME),  # a control character shown as its symbol
+    )]
+    assert "not valid JSON" in said[1] and "not an Encoder Explorer lesson" in said[5] and "200 kB" in said[3]
+    assert [(e.ref, e.title) for e in lessons.catalogue()[len(BUILTINS):]] == [("folder:week-1", "Week 1")]
+
+    (root / "broken.json").write_bytes(text(lesson(slide(), title="Fixed")))  # fixed: offered at once, not said
+    assert not any("broken.json" in s for s in lessons.left_out())
+    assert [e.ref for e in lessons.catalogue()[len(BUILTINS):]] == ["folder:broken", "folder:week-1"]
+    monkeypatch.delenv(lessons.LESSONS_ENV)
+    assert lessons.left_out() == []
+
+
+def test_the_files_left_out_are_said_ten_at_most(tmp_path, monkeypatch):
+    for n in range(13):
+        (tmp_path / f"bad {n:02}.json").write_bytes(b"{}")
+    (tmp_path / os.fsdecode(b"\xff.json")).write_bytes(b"{}")  # a name that is not UTF-8
+    monkeypatch.setenv(lessons.LESSONS_ENV, str(tmp_path))
+    said = lessons.left_out()
+    assert len(said) == library.MAX_LEFT_OUT + 1 and said[-1] == "And 4 more lesson files were left out."
+    assert said[0].startswith("“bad 00.json”") and said[9].startswith("“bad 09.json”")
+    for file in tmp_path.glob("bad *.json"):
+        file.unlink()
+    assert lessons.left_out() == [f"“\ufffd.json” in the lessons folder was left out: {library.BAD_NAME}"]
+
+
 # -------------------------------------------------------------------------------------- built-in lessons
 def test_the_built_in_lessons_are_valid():
     titles = []

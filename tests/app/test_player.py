@@ -311,6 +311,30 @@ def test_notes_with_markup_are_shown_literally():
     assert boxes == ["\n\n".join(n.strip() for n in LITERAL_NOTES[:4]), LITERAL_NOTES[6].strip()]
 
 
+def test_the_lessons_page_says_which_folder_files_were_left_out(tmp_path, monkeypatch):
+    """A lecturer's folder with a broken file and a badly named one: the good lesson is offered, the page names the
+    other two and what to change, as text, and nothing breaks."""
+    (tmp_path / "week-1.json").write_bytes(text(lesson(slide(), title="Week 1")))
+    (tmp_path / "intro.json").write_bytes(b'{"format": "encoder-explorer-lesson", "version": 1,')
+    (tmp_path / "**my** [lesson](javascript:x).json").write_bytes(text(lesson(slide())))
+    (tmp_path / "README.txt").write_bytes(b"Put lessons here.")
+    monkeypatch.setenv(lessons.LESSONS_ENV, str(tmp_path))
+    at = start(page=LESSONS)
+    assert at.selectbox(key="w:lesson").options[len(BUILTINS)] == "Folder: Week 1"
+    warned = [w.value for w in at.warning]
+    assert len(warned) == 1, warned
+    shown = warned[0].replace("\\", "")
+    assert "- “intro.json” in the lessons folder was left out: This lesson file is not valid JSON" in shown
+    assert "“**my** [lesson](javascript:x).json” in the lessons folder was left out: Its name may use" in shown
+    assert "README" not in shown and "week-1" not in shown
+    assert "**my**" not in warned[0] and "](" not in warned[0]  # as Markdown reads it: escaped
+    (tmp_path / "intro.json").write_bytes(text(lesson(slide(), title="Intro")))  # fixed: offered on the next run
+    at.run()
+    assert_clean(at)
+    assert "Folder: Intro" in at.selectbox(key="w:lesson").options
+    assert "intro.json" not in at.warning[0].value.replace("\\", "")
+
+
 @pytest.mark.parametrize("link", [c for _, c in LINKS], ids=[i for i, _ in LINKS])
 def test_a_hostile_lesson_link_in_the_url_gives_a_sentence(link):
     """A link's lesson (?lesson=) is a reference: a built-in's name, folder:NAME or a packed lesson (a whole URL

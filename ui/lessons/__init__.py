@@ -3,6 +3,7 @@
 The player (the Lessons page, presentation mode, "Add this view to a lesson") is built on these names only:
 
     catalogue()                      -> the built-in lessons and the operator's, by reference and title
+    left_out()                       -> a sentence per file of the operator's folder not offered, and why
     open_lesson(ref)                 -> (Lesson, notes): a built-in name, "folder:NAME", or a "~…" share link
     loads(data) / export_bytes(l)    -> read / write a lesson file; file_name(l) suggests a download name
     to_link(l) / from_link(link)     -> one query value holding the whole lesson (LINK_PARAM = "lesson")
@@ -48,6 +49,7 @@ from .library import (
     Entry,
     builtin_names,
     catalogue,
+    left_out,
     load_builtin,
     load_operator,
     open_lesson,
@@ -61,6 +63,7 @@ __all__ = [
     "CLAIMS", "FORMAT", "LESSONS_ENV", "LINK_PARAM", "MAX_BYTES", "MAX_LINK", "MAX_POINTS", "MAX_SLIDES", "VERSION",
     "Check", "Entry", "Lesson", "Page", "Point", "Question", "Slide", "Verdict", "add_slide", "builtin_names",
     "capture", "catalogue", "delete_slide", "display_text", "dumps", "edit_lesson", "edit_slide", "export_bytes",
-    "file_name", "from_dict", "from_link", "handout", "load_builtin", "load_operator", "loads", "main_figure",
-    "move_slide", "open_lesson", "operator_names", "page_of", "pages", "slide_problems", "to_dict", "to_link", "verify",
+    "file_name", "from_dict", "from_link", "handout", "left_out", "load_builtin", "load_operator", "loads",
+    "main_figure", "move_slide", "open_lesson", "operator_names", "page_of", "pages", "slide_problems", "to_dict",
+    "to_link", "verify",
 ]

@@ -3,18 +3,20 @@
 The operator's folder (ENCODER_EXPLORER_LESSONS) follows ui/checkpoints.py's rules: only the operator chooses the
 folder; the browser picks a lesson by *name* from its listing, so nothing typed in a browser becomes a path; `..`,
 absolute paths and symlinks that lead out of the folder are refused, and a file over the size cap is never read
-whole. Lessons from there are read-only: editing one makes an in-memory copy.
+whole. Lessons from there are read-only: editing one makes an in-memory copy. A .json file of the folder that is not
+offered is named by left_out() with what to change; the folder is read afresh each time, so a fixed file shows up.
 """
 
 from __future__ import annotations
 
 import functools
-import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from encoder.viz.text import printable
+
 from .. import check_url_values
+from ..folders import name_rule, operator_folder
 from .format import MAX_BYTES, PACKED, Lesson, Slide, from_link, loads
 from .pages import Page, pages
 
@@ -24,7 +26,10 @@ BUILTINS = ("encoder-layer", "multi-head-attention", "training-vs-inference", "s
 LESSONS_ENV = "ENCODER_EXPLORER_LESSONS"
 FOLDER = "folder:"  # the reference of an operator's lesson: folder:NAME
 SUFFIX = ".json"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_NAME = name_rule(64)
+BAD_NAME = ("Its name may use letters, digits, '.', '_' and '-' only, start with a letter or digit and have at most 64 "
+            "characters before .json; rename the file.")
+MAX_LEFT_OUT = 10  # sentences left_out() gives before "and N more"
 
 
 @dataclass(frozen=True)
@@ -51,24 +56,32 @@ def load_builtin(name: str) -> Lesson:
 
 
 def lessons_root() -> Path | None:
-    raw = os.environ.get(LESSONS_ENV, "").strip()
-    if not raw:
-        return None
-    root = Path(raw).expanduser().resolve()
-    return root if root.is_dir() else None
+    return operator_folder(LESSONS_ENV)
 
 
 def operator_names() -> list[str]:
     """Names of the lesson files (NAME.json) in the operator's folder, sorted; empty without a folder."""
+    return [file.removesuffix(SUFFIX) for file, why in _lesson_files() if not why]
+
+
+def _lesson_files() -> list[tuple[str, str]]:
+    """(file name, '' or why it cannot be offered) for each file of the folder that looks like a lesson, sorted by
+    lesson name. Not lessons, so not listed: folders, hidden files (a Mac's ._ copies) and names not ending in .json."""
     root = lessons_root()
     if root is None:
         return []
-    names = []
+    found = []
     for child in root.iterdir():
-        name = child.name.removesuffix(SUFFIX)
-        if child.name.endswith(SUFFIX) and _NAME.match(name) and _readable(child, root):
-            names.append(name)
-    return sorted(names)
+        if child.name.startswith(".") or not child.name.lower().endswith(SUFFIX) or child.is_dir():
+            continue
+        if not child.name.endswith(SUFFIX) or not _NAME.match(child.name.removesuffix(SUFFIX)):
+            found.append((child.name, BAD_NAME))
+        elif not _readable(child, root):
+            found.append((child.name, "It is a link to a file outside the lessons folder (or to none), which is never "
+                                      "followed; copy the lesson file itself into the folder."))
+        else:
+            found.append((child.name, ""))
+    return sorted(found, key=lambda f: (f[0][: -len(SUFFIX)], f[0]))
 
 
 def load_operator(name: str) -> tuple[Lesson, list[str]]:
@@ -95,18 +108,50 @@ def _readable(path: Path, root: Path) -> bool:
 
 
 def catalogue() -> list[Entry]:
-    """Every lesson on offer: the built-ins, then the operator's (a file that cannot be read is left out)."""
+    """Every lesson on offer: the built-ins, then the operator's that read (left_out() says why the others do not)."""
     entries = []
     for name in BUILTINS:
         lesson = load_builtin(name)
         entries.append(Entry(name, lesson.title, len(lesson.slides), "built-in"))
-    for name in operator_names():
-        try:
-            lesson, _ = load_operator(name)
-        except (ValueError, OSError):
-            continue
-        entries.append(Entry(FOLDER + name, lesson.title, len(lesson.slides), "folder"))
+    for file, read in _operator_lessons():
+        if isinstance(read, Lesson):
+            entries.append(Entry(FOLDER + file.removesuffix(SUFFIX), read.title, len(read.slides), "folder"))
     return entries
+
+
+def left_out() -> list[str]:
+    """One sentence per lesson file of the operator's folder that is not on offer, naming it and what to change
+    (the first MAX_LEFT_OUT, then how many more); empty when every one is offered."""
+    said = [f"“{_shown(file)}” in the lessons folder was left out: {read}"
+            for file, read in _operator_lessons() if isinstance(read, str)]
+    if len(said) > MAX_LEFT_OUT:
+        more = len(said) - MAX_LEFT_OUT
+        said = [*said[:MAX_LEFT_OUT], f"And {more} more lesson file{'s were' if more > 1 else ' was'} left out."]
+    return said
+
+
+def _operator_lessons() -> list[tuple[str, Lesson | str]]:
+    """(file name, its lesson or the sentence why it cannot be offered) for each lesson file of the folder."""
+    out: list[tuple[str, Lesson | str]] = []
+    for file, why in _lesson_files():
+        if why:
+            out.append((file, why))
+            continue
+        try:
+            lesson, _ = load_operator(file.removesuffix(SUFFIX))
+        except ValueError as err:
+            out.append((file, str(err)))
+        except OSError as err:  # unreadable, or gone since the folder was listed
+            out.append((file, f"The server cannot read it ({err.strerror or 'no reason given'}); check its permissions."))
+        else:
+            out.append((file, lesson))
+    return out
+
+
+def _shown(file: str) -> str:
+    """A file name as it may be shown: bytes that are not UTF-8 (surrogates in Python) as �, control characters
+    visible, at most 80 characters."""
+    return printable("".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in file), 80)
 
 
 def open_lesson(ref: str) -> tuple[Lesson, list[str]]:
