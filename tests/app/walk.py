@@ -2,8 +2,9 @@
 
 Read what every widget shows, use one control, wait until the app has settled, and compare the screen with the
 URL: every widget drawn from ui.settings.SETTINGS has the Streamlit key "w:<setting>", which Streamlit 1.67 puts
-on its container as the class `st-key-w-<setting>`; the value it shows must be `Setting.show` of the value the
-URL holds (or of the default when the URL leaves it out).
+on its container as the class `st-key-w-<setting>` (a text box sits in a container of that key, its own key carrying
+its generation); the value it shows must be `Setting.show` of the value the URL holds (or of the default when the URL
+leaves it out).
 """
 
 from __future__ import annotations
@@ -68,11 +69,17 @@ WIDGETS_JS = """() => {
   const text = e => (e ? e.innerText : '').trim();
   const out = [];
   for (const box of document.querySelectorAll('[data-testid="stElementContainer"][class*="st-key-"]')) {
-    const key = [...box.classList].find(c => c.startsWith('st-key-')).slice('st-key-'.length);
+    let key = [...box.classList].find(c => c.startsWith('st-key-')).slice('st-key-'.length);
     const w = box.querySelector('[data-testid]');
     const r = box.getBoundingClientRect();
     if (!w || r.width === 0 || r.height === 0 || !box.checkVisibility()) continue;
     const kind = w.getAttribute('data-testid');
+    // A text box's own key carries its generation (ui/state.py _box_key): the setting's key is on the container
+    // around it, which the helpers below find it by.
+    const around = box.parentElement && box.parentElement.closest('[data-testid="stVerticalBlock"][class*="st-key-w-"]');
+    if (around && (kind === 'stTextArea' || kind === 'stTextInput')) {
+      key = [...around.classList].find(c => c.startsWith('st-key-')).slice('st-key-'.length);
+    }
     let value = null, options = [], disabled = false;
     if (kind === 'stRadio') {
       const opts = [...w.querySelectorAll('[data-testid="stRadioOption"]')];
