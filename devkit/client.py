@@ -204,8 +204,9 @@ class Student:
         wid = getattr(proto, "id", "")
         if not isinstance(wid, str) or not wid.startswith(ID_PREFIX + "-"):
             return
-        # The setting's name ends the user key: "text", or "w:text" when the app prefixes its widget keys.
-        key = wid.split("-", 2)[2].rsplit(":", 1)[-1]
+        # The setting's name ends the user key: "text", or "w:text" when the app prefixes its widget keys, and a text
+        # box's key carries its generation after "#" ("w:text#2", ui/state.py _box_key).
+        key = wid.split("-", 2)[2].rsplit(":", 1)[-1].split("#", 1)[0]
         if key not in WIDGET_KEYS:
             return
         widget = Widget(wid, kind, fragment_id)
