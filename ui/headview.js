@@ -293,7 +293,7 @@ class HeadView extends View {
       this.say(`Loading layer ${this.layer}…`);
       return; // the previous picture stays (dimmed) until the layer arrives: never a blank page
     }
-    this.svg.replaceChildren();
+    this.drawn = 0; // focus lines drawn so far: drawFocus reuses the <line> elements already there
     for (const d of this.marked) d.classList.remove("hv-on");
     this.marked = [];
     const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
@@ -301,6 +301,8 @@ class HeadView extends View {
     const numbered = this.numbered; // the column whose boxes hold numbers ("q", "k" or null): the other one's
     this.numbered = null;
     if (this.focus) this.drawFocus(all);
+    if (!this.drawn) this.svg.replaceChildren();
+    while (this.svg.childElementCount > this.drawn) this.svg.lastChild.remove();
     // Numbers beside the other column are rewritten in place, and a column's boxes are emptied only when it no
     // longer holds numbers: hovering from token to token at 512 tokens then changes text, not the page's layout.
     if (numbered && numbered !== this.numbered) {
@@ -327,25 +329,42 @@ class HeadView extends View {
     this.stamp.drawn();
   }
 
+  // The next focus line: the <line> already in that place with only its changed attributes set, or a new one. From
+  // one token to the next most attributes stay (the other column's end, the colour, the width), so a hover at 512
+  // tokens sets about a third of what 512 new elements would.
+  line(attrs) {
+    let e = this.svg.children[this.drawn++];
+    if (!e) {
+      e = svgEl("line");
+      e.held = {};
+      this.svg.append(e);
+    }
+    for (const [k, v] of Object.entries(attrs)) {
+      const text = String(v);
+      if (e.held[k] !== text) {
+        e.held[k] = text;
+        e.setAttribute(k, text);
+      }
+    }
+  }
+
   // One token's lines in SVG (each with its weight, for the hover and the tests), weights beside the other column.
   drawFocus(all) {
     const { side, i } = this.focus;
     const mine = side === "q" ? this.leftToks : this.rightToks;
     mine[i].classList.add("hv-on");
     this.marked.push(mine[i]);
-    const frag = document.createDocumentFragment();
     const width = String(this.lineWidth() + 1);
     const labels = Array.from({ length: this.T }, () => []);
     const unit = this.layers.tops[this.layer]; // a line's opacity is its value as a fraction of this
     for (const s of all) {
       eachLine(s.plane, this.T, this.focus, 0, (q, k, w) => {
-        frag.append(svgEl("line", { x1: 0, y1: this.y(q), x2: this.width, y2: this.y(k), stroke: s.colour,
+        this.line({ x1: 0, y1: this.y(q), x2: this.width, y2: this.y(k), stroke: s.colour,
           "stroke-opacity": w.toFixed(4), "stroke-width": width, class: "hv-line", "data-q": q, "data-k": k,
-          "data-head": s.head, "data-weight": (w * unit).toFixed(6) }));
+          "data-head": s.head, "data-weight": (w * unit).toFixed(6) });
         labels[side === "q" ? k : q].push([w * unit, s.colour]);
       });
     }
-    this.svg.append(frag);
     this.root.dataset.labels = side === "q" ? "k" : "q";
     const digits = this.coarse ? 2 : 3;
     this.numbered = side === "q" ? "k" : "q";
