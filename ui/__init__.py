@@ -292,7 +292,7 @@ def fragment(body: Callable[[], None]) -> Callable[[], None]:
         guard(body)
         state.sync_url()
         says = st.session_state.get(BAR_SAYS)  # ui/player.py bar()
-        if says is not None and says[1]() != says[0]:
+        if says is not None and state.fragment_run() and says[1]() != says[0]:
             st.rerun(scope="app")
 
     return run

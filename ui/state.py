@@ -67,6 +67,12 @@ def kind_slides(kind: str) -> bool:
     return kind in ("slider", "select_slider")
 
 
+def fragment_run() -> bool:
+    """Whether this run is a fragment's own (the rest of the page is not drawn again)."""
+    ctx = get_script_run_ctx()
+    return bool(ctx is not None and ctx.fragment_ids_this_run)
+
+
 def _page() -> str:
     """The page this run draws (Streamlit gives a page's widgets ids of their own)."""
     ctx = get_script_run_ctx()
