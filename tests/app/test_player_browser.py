@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 from tests.app.hostile_lessons import FILES, LINKS, LITERAL_NOTES, packed
 from tests.app.test_browser import MARKUP_JS
-from tests.app.walk import LOAD_S, Tab, describe, eventually_consistent
+from tests.app.walk import LOAD_S, STEP_S, Tab, describe, eventually_consistent
 from ui import lessons, player
 from ui.lessons.format import MAX_BYTES, quoted
 
@@ -180,10 +180,10 @@ def test_typing_in_the_sentence_box_or_moving_a_slider_does_not_change_slides(ta
     assert {k for k in now.keys() | own.keys() if now.get(k) != own.get(k)} == {"layer"}, now
     # The slider reruns only its fragment, yet the bar follows at once: off the slide, then on it again.
     back = tab.page.get_by_role("button", name="Back to the slide")
-    expect(back).to_have_count(1)
+    expect(back).to_have_count(1, timeout=STEP_S * 1000)  # the page's run follows the fragment's
     tab.settle(lambda: thumb.press("ArrowLeft"))
     assert tab.url_values()["layer"] == layer
-    expect(back).to_have_count(0)
+    expect(back).to_have_count(0, timeout=STEP_S * 1000)
     tab.settle(lambda: thumb.press("ArrowRight"))
     tab.settle(lambda: back.click())
     assert_slide(tab, made, 4, since)
