@@ -380,6 +380,25 @@ def test_the_files_left_out_are_said_ten_at_most(tmp_path, monkeypatch):
     assert lessons.left_out() == [f"“\ufffd.json” in the lessons folder was left out: {library.BAD_NAME}"]
 
 
+def test_a_folder_the_server_cannot_list_leaves_the_built_ins_and_says_so(tmp_path, monkeypatch):
+    # The tests run as root, which lists any folder, so the refusal is the operating system's answer played back.
+    (tmp_path / "week-1.json").write_bytes(text(lesson(slide(), title="Week 1")))
+    monkeypatch.setenv(lessons.LESSONS_ENV, str(tmp_path))
+    assert [e.title for e in lessons.catalogue() if e.source == "folder"] == ["Week 1"]
+    listing = Path.iterdir
+
+    def refused(self):
+        if self == tmp_path.resolve():
+            raise PermissionError(13, "Permission denied", str(self))
+        return listing(self)
+
+    monkeypatch.setattr(Path, "iterdir", refused)
+    assert [e.ref for e in lessons.catalogue()] == BUILTINS
+    assert lessons.operator_names() == []
+    assert lessons.left_out() == ["The server cannot list the lessons folder (Permission denied), so none of its "
+                                  "lessons is offered; check the folder's permissions."]
+
+
 # -------------------------------------------------------------------------------------- built-in lessons
 def test_the_built_in_lessons_are_valid():
     titles = []

@@ -70,8 +70,12 @@ def _lesson_files() -> list[tuple[str, str]]:
     root = lessons_root()
     if root is None:
         return []
+    try:
+        children = list(root.iterdir())
+    except OSError:
+        return []  # left_out() says why; the built-in lessons stay on offer
     found = []
-    for child in root.iterdir():
+    for child in children:
         if child.name.startswith(".") or not child.name.lower().endswith(SUFFIX) or child.is_dir():
             continue
         if not child.name.endswith(SUFFIX) or not _NAME.match(child.name.removesuffix(SUFFIX)):
@@ -121,13 +125,28 @@ def catalogue() -> list[Entry]:
 
 def left_out() -> list[str]:
     """One sentence per lesson file of the operator's folder that is not on offer, naming it and what to change
-    (the first MAX_LEFT_OUT, then how many more); empty when every one is offered."""
+    (the first MAX_LEFT_OUT, then how many more); empty when every one is offered. A folder the server cannot list
+    gives that one sentence."""
+    root = lessons_root()
+    unlisted = _unlisted(root) if root is not None else ""
+    if unlisted:
+        return [unlisted]
     said = [f"“{_shown(file)}” in the lessons folder was left out: {read}"
             for file, read in _operator_lessons() if isinstance(read, str)]
     if len(said) > MAX_LEFT_OUT:
         more = len(said) - MAX_LEFT_OUT
         said = [*said[:MAX_LEFT_OUT], f"And {more} more lesson file{'s were' if more > 1 else ' was'} left out."]
     return said
+
+
+def _unlisted(root: Path) -> str:
+    """'' when the server can list the lessons folder, else the sentence saying it cannot and what to check."""
+    try:
+        next(root.iterdir(), None)
+    except OSError as err:
+        return (f"The server cannot list the lessons folder ({err.strerror or 'no reason given'}), so none of its "
+                "lessons is offered; check the folder's permissions.")
+    return ""
 
 
 def _operator_lessons() -> list[tuple[str, Lesson | str]]:
