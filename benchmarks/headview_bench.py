@@ -342,17 +342,24 @@ def settled_bytes(page, url: str, text: str, runs: int) -> list[int]:
     return sizes
 
 
+# The heaviest choices a page offers besides its defaults: (what, page path, URL settings).
+HEAVY = (("Knock out heads, L3 H1 knocked out, layer 5", "knockout", {"ablate": "3.1", "layer": "5"}),
+         ("Compare, colours per row", "side-by-side", {"scale": "row"}))
+
+
 def page_bytes(browser, url: str, text: str) -> dict[str, int]:
-    """Websocket bytes of every page's first run at 512 tokens, opened by its URL in a fresh tab."""
+    """Websocket bytes of every page's first run at 512 tokens, opened by its URL in a fresh tab, then of HEAVY."""
     out = {}
-    for entry in pages.PAGES:
+    opened = [(entry.title, entry.url, {}) for entry in pages.PAGES]
+    opened += [(title, pages.page(path).url, params) for title, path, params in HEAVY]
+    for title, path, params in opened:
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         context.add_init_script(EVENTS_INIT)
         page = context.new_page()
-        page.goto(f"{url}{entry.url}?" + urllib.parse.urlencode({"text": text}))
+        page.goto(f"{url}{path}?" + urllib.parse.urlencode({"text": text} | params))
         wait_ready(page, TIMEOUT_MS)
         settle_app(page)  # a page's later runs (a component's first pick, a fragment) come within this
-        out[entry.title] = page.evaluate(WS_BYTES, 0)
+        out[title] = page.evaluate(WS_BYTES, 0)
         context.close()
     return out
 
@@ -379,7 +386,7 @@ def payloads_only() -> None:
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, Chromium headless, {started}")
     print("first run of every page at 512 tokens (websocket bytes; goal <= 3 MB):")
     for title, size in sizes.items():
-        print(f"  {title:<22} {size / 1e6:6.2f} MB{'' if size <= 3e6 else '   <- over'}")
+        print(f"  {title:<45} {size / 1e6:6.2f} MB{'' if size <= 3e6 else '   <- over'}")
     print(json.dumps({"bench": "payloads", "page_bytes": sizes, "machine": {"cpu": cpu_name(), "date": started}}))
 
 
@@ -435,7 +442,7 @@ def events(args) -> None:
           f"(goal <= 0.3 MB)")
     print("first run of every page at 512 tokens (websocket bytes; goal <= 3 MB):")
     for title, size in sizes.items():
-        print(f"  {title:<22} {size / 1e6:6.2f} MB{'' if size <= 3e6 else '   <- over'}")
+        print(f"  {title:<45} {size / 1e6:6.2f} MB{'' if size <= 3e6 else '   <- over'}")
     machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "loadavg": load, "date": started}
     print(json.dumps({"bench": "events", "rows": rows, "settled_bytes": settled, "page_bytes": sizes,
                       "machine": machine}))

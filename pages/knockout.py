@@ -6,7 +6,7 @@ import torch
 import ui
 from encoder.viz import attention, export
 from encoder.viz import purpose as fig
-from ui import pages, purpose
+from ui import pages, purpose, settings
 
 ABLATE_KEY = "ms:ablate"  # the multiselect's own key; the setting lives in the store as "ablate"
 NOTHING = "Nothing is knocked out yet, so everything below matches the intact model. Choose heads above."
@@ -117,6 +117,9 @@ def attention_effect() -> None:
     if torch.equal(before, after):
         st.info(f"Layer {layer} attends exactly as in the intact model: the knock-outs come after it, or it is the "
                 "knocked-out layer itself (its patterns are computed before its output is zeroed).")
+        return
+    # Past DIFF_ON_REQUEST tokens the two exact maps above are already ~2.8 MB; the difference comes on request.
+    if trace.seq_len > settings.DIFF_ON_REQUEST and not ui.widget("diff_long", st):
         return
     diff = attention.attention_difference(after, before, trace.labels, f"Knocked out minus intact, layer {layer}, {who}",
                                           presentation=fr.present)

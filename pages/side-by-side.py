@@ -12,8 +12,6 @@ from encoder.viz.teaching import token_attention
 from encoder.viz.text import label
 from ui import captions, pages, settings
 
-LONG = 256  # tokens above which the difference map is drawn only on request (page payload <= 3 MB at 512)
-
 
 def placements(fr: ui.Frame, trace: Trace) -> None:
     """The same weights as Post-LN and as Pre-LN: the attention pair, their difference, norms and outputs."""
@@ -54,8 +52,9 @@ def placements(fr: ui.Frame, trace: Trace) -> None:
     if note and fr.present:
         st.warning(note, icon=":material/warning:")
     left, right = st.columns(2)
-    # Past LONG tokens the exact pair above is already ~3 MB; the difference map (another ~1.5 MB) comes on request.
-    if trace.seq_len <= LONG or ui.widget("diff_long", left):
+    # Past DIFF_ON_REQUEST tokens the exact pair above is already ~2.8 MB; the difference map (another ~1.4 MB)
+    # comes on request.
+    if trace.seq_len <= settings.DIFF_ON_REQUEST or ui.widget("diff_long", left):
         diff = attention.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.labels,
                                               "Post-LN − Pre-LN", presentation=fr.present)
         left.plotly_chart(diff, config=export.png_config(export.export_name(trace, "post-minus-pre", f"L{layer}",

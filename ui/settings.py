@@ -129,6 +129,9 @@ VIEW_LABELS = {"head": "One head", "layer": "All heads of a layer", "model": "Mo
 COMPARE_LABELS = {"norm": "Post-LN vs Pre-LN (same weights)", "sentences": "Two sentences (same model)",
                   "models": "Two models (same sentence)"}
 SCALE_LABELS = {"fixed": "0 to 1", "auto": "Auto", "row": "Per row"}
+# Tokens past which Compare and Knock out heads draw the difference of their two exact maps only on request (the
+# "diff_long" toggle): at 512 tokens the two maps are ~2.8 MB and a third would take the page past 3 MB.
+DIFF_ON_REQUEST = 256
 TARGET_LABELS = {"similarity": "Similarity", "token": "One token"}
 IG_STEP_OPTIONS = (10, 20, 40, 80)
 POSITIONAL_LABELS = {"sinusoidal": "sinusoidal (2017)", "learned": "learned (BERT)", "rotary": "rotary (RoPE)",
@@ -204,7 +207,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("tap", "output", str, TAPS, label="Tap", widget="selectbox"),  # the wiring table's taps
         Setting("overlay", True, bool, label="Overlay live statistics", widget="toggle"),
         Setting("diff_long", False, bool, label="Difference map", widget="toggle",
-                help="For long sentences the difference map is sent only on request: it adds ~1.5 MB to the page."),
+                help="For long sentences the difference map is sent only on request: it adds ~1.4 MB to the page."),
         Setting("compare", "norm", str, tuple(COMPARE_LABELS), label="Compare", widget="segmented", names=COMPARE_LABELS),
         # Compare's second model (its options: what exists on this server), with its own layer and head
         Setting("model_b", CUSTOM, str, label="Second model", widget="selectbox"),

@@ -40,6 +40,21 @@ WIDE_LEGEND_PX = 700  # the width a full-width chart's legend may take before it
 pio.templates.default = None
 
 
+def _keep_slashes() -> None:
+    """plotly.io.to_json writes every '/' as the six bytes \\u002f, for JSON pasted into an HTML <script>. '<' and '>'
+    stay escaped, so '</script>' still cannot form, and Streamlit only parses the JSON. A map's z travels as base64,
+    one character in 64 a '/': at 512 tokens that was 70 kB (5 %) of each map (tests/encoder/test_viz.py checks it)."""
+    from plotly.io import _json
+
+    for name in ("_swap_json", "_swap_orjson"):
+        swaps = getattr(_json, name, None)
+        if isinstance(swaps, tuple):
+            setattr(_json, name, tuple(pair for pair in swaps if pair[0] != "/"))
+
+
+_keep_slashes()
+
+
 @functools.cache
 def _white() -> dict:
     """The plotly_white template as a plain dict, resolved once (plotly validates a named template per figure)."""

@@ -325,8 +325,22 @@ def test_compare_at_512_tokens_stays_under_3_mb_and_the_difference_map_comes_on_
     at.switch_page(pages.page("side-by-side").file).run()
     assert_clean(at)
     sizes = [len(el.proto.spec) for el in at.get("plotly_chart")]
-    assert sum(sizes) <= 3 * 2**20, sizes
+    assert sum(sizes) <= 3_000_000, sizes
     titles = [s["layout"]["title"]["text"] for s in plotly_specs(at)]
     assert not any("−" in t for t in titles), titles
     at.toggle(key="w:diff_long").set_value(True).run()
     assert any("Post-LN − Pre-LN" in s["layout"]["title"]["text"] for s in plotly_specs(at))
+
+
+def test_knockout_at_512_tokens_stays_under_3_mb_and_the_difference_map_comes_on_request():
+    long = " ".join(f"w{j}" for j in range(600))  # cut at 512 tokens
+    at = start({"text": long, "ablate": "3.1", "layer": 5})
+    at.switch_page(pages.page("knockout").file).run()
+    assert_clean(at)
+    sizes = [len(el.proto.spec) for el in at.get("plotly_chart")]
+    assert sum(sizes) <= 3_000_000, sizes
+    titles = [s["layout"]["title"]["text"] for s in plotly_specs(at)]
+    assert any(t.startswith("Knocked out: layer") for t in titles) and not any("minus" in t for t in titles), titles
+    assert at.toggle(key="w:diff_long").label == "Difference map"
+    at.toggle(key="w:diff_long").set_value(True).run()
+    assert any("Knocked out minus intact, layer 5" in s["layout"]["title"]["text"] for s in plotly_specs(at))

@@ -1,5 +1,6 @@
 """Behaviour of the plotly figure builders: the pictures show the trace's numbers, stay small and never render user markup."""
 
+import base64
 import dataclasses
 import json
 import re
@@ -7,6 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io
 import pytest
 import torch
 
@@ -180,6 +182,21 @@ def test_model_view_of_12x12_at_512_tokens_is_small(long_trace):
     np.testing.assert_allclose(z, z.round(3), atol=1e-6)
     block = long_trace.attention[0, 0, :16, :16].double().mean().item()  # 512 / 32 = blocks of 16
     assert abs(z[0, 0] - block) < 6e-4
+
+
+def test_a_512_token_map_travels_as_its_float32_bytes_with_slashes_kept(long_trace):
+    """plotly.io.to_json, as Streamlit calls it, keeps '/' (a base64 map is 1 in 64 of them) but still escapes '<'
+    and '>', so no '</script>' can form; the map's bytes come back bit for bit."""
+    fig = attention.attention_heatmap(long_trace, 11, 5)
+    fig.layout.title.text = "a </script> b/c"
+    text = plotly.io.to_json(fig, validate=False)
+    assert "\\u002f" not in text and "</" not in text and "\\u003c\\u002fscript" not in text
+    assert "\\u003c/script\\u003e" in text
+    z = json.loads(text)["data"][0]["z"]
+    assert z["dtype"] == "f4"
+    weights = np.frombuffer(base64.b64decode(z["bdata"]), dtype="<f4").reshape(512, 512)
+    np.testing.assert_array_equal(weights, long_trace.attention[11, 5].numpy())
+    assert len(text) < 4 / 3 * weights.nbytes + 60_000, len(text)  # base64 and the labels, no 6-byte escapes
 
 
 def test_user_text_never_reaches_a_label_as_markup(hostile):
