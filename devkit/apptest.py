@@ -19,6 +19,8 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1 import app_test as _streamlit_app_test
 
+from ui import state
+
 APP = Path(__file__).resolve().parents[1] / "app.py"
 
 
@@ -62,7 +64,7 @@ def component_headers(at: AppTest) -> list[dict[str, Any]]:
 def text_box(at: AppTest, name: str) -> Any:
     """The text box of setting `name`: its key is w:NAME#generation (ui/state.py `_box_key`), a new one each time
     something other than typing changed the setting."""
-    prefix = f"w:{name}#"
-    found = [box for box in [*at.text_area, *at.text_input] if (box.key or "").startswith(prefix)]
+    found = [box for box in [*at.text_area, *at.text_input]
+             if (box.key or "").startswith(state.PREFIX) and state.setting_of(box.key) == name]
     assert len(found) == 1, f"{len(found)} text boxes for {name!r}: {[box.key for box in [*at.text_area, *at.text_input]]}"
     return found[0]

@@ -37,7 +37,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState, ContextInfo
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from ui import pages
+from ui import pages, state
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 # URL paths of the app's pages, from its page registry; the default page is served at "/".
@@ -204,9 +204,8 @@ class Student:
         wid = getattr(proto, "id", "")
         if not isinstance(wid, str) or not wid.startswith(ID_PREFIX + "-"):
             return
-        # The setting's name ends the user key: "text", or "w:text" when the app prefixes its widget keys, and a text
-        # box's key carries its generation after "#" ("w:text#2", ui/state.py _box_key).
-        key = wid.split("-", 2)[2].rsplit(":", 1)[-1].split("#", 1)[0]
+        # The setting's name ends the user key: "w:layer", and a text box's carries its generation ("w:text#2").
+        key = state.setting_of(wid.split("-", 2)[2])
         if key not in WIDGET_KEYS:
             return
         widget = Widget(wid, kind, fragment_id)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from ui import authoring, pages, player
+from ui import authoring, lessons, pages, player
 from ui.lessons.pages import PLAYER
 
 KEYS_HELP = ("Play opens presentation mode at the first slide. A clicker's keys move through it: →, Page Down or Space "
@@ -12,7 +12,8 @@ KEYS_HELP = ("Play opens presentation mode at the first slide. A clicker's keys 
 
 def page() -> None:
     """The Lesson box and Play; the slides (your own lesson's editable); its file, link and handout; open one."""
-    offered, asked = player.on_offer(), ui.state.get("lesson")
+    shelf = lessons.shelf()  # the operator's folder listed and read once for this run
+    offered, asked = player.on_offer(shelf), ui.state.get("lesson")
     if asked and asked not in offered:  # a link named a lesson this server does not offer: say so, show the first
         st.warning(ui.literal(f"The lesson this link names cannot be opened: {player.open_ref(asked).problem}"),
                    icon=":material/link_off:")
@@ -22,7 +23,7 @@ def page() -> None:
     lesson = opened.lesson
     row.button("Play", icon=":material/play_arrow:", type="primary", key="play-lesson", on_click=player.play,
                args=(ref,), disabled=lesson is None or not lesson.slides)
-    player.left_out_warning()
+    player.left_out_warning(shelf)
     authoring.messages("page")
     if lesson is None:
         st.error(ui.literal(opened.problem), icon=":material/error:")

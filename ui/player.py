@@ -90,18 +90,18 @@ def open_ref(ref: str) -> Opened:
     return Opened(ref, lesson, tuple(notes))
 
 
-def on_offer() -> list[str]:
+def on_offer(shelf: lessons.Shelf) -> list[str]:
     """The Lesson box's choices: the built-ins, the operator's, a shared lesson being looked at, then your own."""
-    refs = [entry.ref for entry in lessons.catalogue()]
+    refs = [entry.ref for entry in shelf.entries]
     current = state.get("lesson")
     if current.startswith(PACKED):
         refs.append(current)
     return [*refs, MINE]
 
 
-def left_out_warning() -> None:
+def left_out_warning(shelf: lessons.Shelf) -> None:
     """Under the Lesson box: each lesson file of the operator's folder that is not offered, and what to change."""
-    said = lessons.left_out()
+    said = shelf.left_out
     if said:  # file names as text, never Markdown
         st.warning("\n".join(f"- {literal(sentence)}" for sentence in said), icon=":material/folder_off:")
 

@@ -27,6 +27,7 @@ from .settings import SETTINGS
 
 STORE = "settings"
 PREFIX = "w:"
+GENERATION = "#"  # a text box's key: PREFIX, the setting, GENERATION and the box's generation ("w:text#2")
 SEEN = "widgets drawn"  # setting -> (page, kind, options or range) of its widget's last drawing
 BOXES = "text boxes"  # text setting -> its box's generation: how often the store's text changed other than by typing
 _MISSING = object()
@@ -165,9 +166,14 @@ def _box_key(key: str, value: str) -> str:
     sends it with a later run, which would put the old text back; a box with a new key has no old text to send."""
     boxes = st.session_state.setdefault(BOXES, {})
     n = boxes.get(key, 0)
-    if st.session_state.get(f"{PREFIX}{key}#{n}", value) != value:
+    if st.session_state.get(f"{PREFIX}{key}{GENERATION}{n}", value) != value:
         n = boxes[key] = n + 1
-    return f"{PREFIX}{key}#{n}"
+    return f"{PREFIX}{key}{GENERATION}{n}"
+
+
+def setting_of(widget_key: str) -> str:
+    """The setting a widget's key is bound to: "w:layer" -> "layer", a text box's "w:text#2" -> "text"."""
+    return widget_key.removeprefix(PREFIX).split(GENERATION, 1)[0]
 
 
 def sync_url() -> None:

@@ -2,8 +2,9 @@
 
 The player (the Lessons page, presentation mode, "Add this view to a lesson") is built on these names only:
 
-    catalogue()                      -> the built-in lessons and the operator's, by reference and title
-    left_out()                       -> a sentence per file of the operator's folder not offered, and why
+    shelf()                          -> Shelf: the lessons on offer (built-in and the operator's, by reference and
+                                        title) and a sentence per file of the operator's folder not offered, and why
+    catalogue() / left_out()         -> shelf()'s two halves
     open_lesson(ref)                 -> (Lesson, notes): a built-in name, "folder:NAME", or a "~…" share link
     loads(data) / export_bytes(l)    -> read / write a lesson file; file_name(l) suggests a download name
     to_link(l) / from_link(link)     -> one query value holding the whole lesson (LINK_PARAM = "lesson")
@@ -47,6 +48,7 @@ from .handouts import handout, main_figure
 from .library import (
     LESSONS_ENV,
     Entry,
+    Shelf,
     builtin_names,
     catalogue,
     left_out,
@@ -55,15 +57,16 @@ from .library import (
     open_lesson,
     operator_names,
     page_of,
+    shelf,
     slide_problems,
 )
 from .pages import Page, pages
 
 __all__ = [
     "CLAIMS", "FORMAT", "LESSONS_ENV", "LINK_PARAM", "MAX_BYTES", "MAX_LINK", "MAX_POINTS", "MAX_SLIDES", "VERSION",
-    "Check", "Entry", "Lesson", "Page", "Point", "Question", "Slide", "Verdict", "add_slide", "builtin_names",
-    "capture", "catalogue", "delete_slide", "display_text", "dumps", "edit_lesson", "edit_slide", "export_bytes",
-    "file_name", "from_dict", "from_link", "handout", "left_out", "load_builtin", "load_operator", "loads",
-    "main_figure", "move_slide", "open_lesson", "operator_names", "page_of", "pages", "slide_problems", "to_dict",
-    "to_link", "verify",
+    "Check", "Entry", "Lesson", "Page", "Point", "Question", "Shelf", "Slide", "Verdict", "add_slide",
+    "builtin_names", "capture", "catalogue", "delete_slide", "display_text", "dumps", "edit_lesson", "edit_slide",
+    "export_bytes", "file_name", "from_dict", "from_link", "handout", "left_out", "load_builtin", "load_operator",
+    "loads", "main_figure", "move_slide", "open_lesson", "operator_names", "page_of", "pages", "shelf",
+    "slide_problems", "to_dict", "to_link", "verify",
 ]

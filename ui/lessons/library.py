@@ -4,7 +4,7 @@ The operator's folder (ENCODER_EXPLORER_LESSONS) follows ui/checkpoints.py's rul
 folder; the browser picks a lesson by *name* from its listing, so nothing typed in a browser becomes a path; `..`,
 absolute paths and symlinks that lead out of the folder are refused, and a file over the size cap is never read
 whole. Lessons from there are read-only: editing one makes an in-memory copy. A .json file of the folder that is not
-offered is named by left_out() with what to change; the folder is read afresh each time, so a fixed file shows up.
+offered is named by shelf() with what to change; the folder is read afresh each time, so a fixed file shows up.
 """
 
 from __future__ import annotations
@@ -61,19 +61,22 @@ def lessons_root() -> Path | None:
 
 def operator_names() -> list[str]:
     """Names of the lesson files (NAME.json) in the operator's folder, sorted; empty without a folder."""
-    return [file.removesuffix(SUFFIX) for file, why in _lesson_files() if not why]
+    files, _ = _listing()
+    return [file.removesuffix(SUFFIX) for file, why in files if not why]
 
 
-def _lesson_files() -> list[tuple[str, str]]:
-    """(file name, '' or why it cannot be offered) for each file of the folder that looks like a lesson, sorted by
-    lesson name. Not lessons, so not listed: folders, hidden files (a Mac's ._ copies) and names not ending in .json."""
+def _listing() -> tuple[list[tuple[str, str]], str]:
+    """One listing of the operator's folder: (file name, '' or why it cannot be offered) for each file that looks
+    like a lesson, sorted by lesson name, and '' or the sentence saying the server cannot list the folder. Not
+    lessons, so not listed: folders, hidden files (a Mac's ._ copies) and names not ending in .json."""
     root = lessons_root()
     if root is None:
-        return []
+        return [], ""
     try:
         children = list(root.iterdir())
-    except OSError:
-        return []  # left_out() says why; the built-in lessons stay on offer
+    except OSError as err:  # the built-in lessons stay on offer
+        return [], (f"The server cannot list the lessons folder ({err.strerror or 'no reason given'}), so none of its "
+                    "lessons is offered; check the folder's permissions.")
     found = []
     for child in children:
         if child.name.startswith(".") or not child.name.lower().endswith(SUFFIX) or child.is_dir():
@@ -85,7 +88,7 @@ def _lesson_files() -> list[tuple[str, str]]:
                                       "followed; copy the lesson file itself into the folder."))
         else:
             found.append((child.name, ""))
-    return sorted(found, key=lambda f: (f[0][: -len(SUFFIX)], f[0]))
+    return sorted(found, key=lambda f: (f[0][: -len(SUFFIX)], f[0])), ""
 
 
 def load_operator(name: str) -> tuple[Lesson, list[str]]:
@@ -111,48 +114,47 @@ def _readable(path: Path, root: Path) -> bool:
         return False
 
 
-def catalogue() -> list[Entry]:
-    """Every lesson on offer: the built-ins, then the operator's that read (left_out() says why the others do not)."""
-    entries = []
-    for name in BUILTINS:
-        lesson = load_builtin(name)
-        entries.append(Entry(name, lesson.title, len(lesson.slides), "built-in"))
-    for file, read in _operator_lessons():
+@dataclass(frozen=True)
+class Shelf:
+    """What the Lessons page offers, from one listing and one read of the operator's folder: every lesson on offer
+    (the built-ins first), and one sentence per lesson file that is not (MAX_LEFT_OUT at most, then how many more;
+    a folder the server cannot list gives that one sentence)."""
+
+    entries: list[Entry]
+    left_out: list[str]
+
+
+def shelf() -> Shelf:
+    """The lessons on offer and the files left out, the folder read afresh (a fixed file shows up)."""
+    entries = [Entry(name, load_builtin(name).title, len(load_builtin(name).slides), "built-in") for name in BUILTINS]
+    files, unlisted = _listing()
+    said = []
+    for file, read in _operator_lessons(files):
         if isinstance(read, Lesson):
             entries.append(Entry(FOLDER + file.removesuffix(SUFFIX), read.title, len(read.slides), "folder"))
-    return entries
-
-
-def left_out() -> list[str]:
-    """One sentence per lesson file of the operator's folder that is not on offer, naming it and what to change
-    (the first MAX_LEFT_OUT, then how many more); empty when every one is offered. A folder the server cannot list
-    gives that one sentence."""
-    root = lessons_root()
-    unlisted = _unlisted(root) if root is not None else ""
-    if unlisted:
-        return [unlisted]
-    said = [f"“{_shown(file)}” in the lessons folder was left out: {read}"
-            for file, read in _operator_lessons() if isinstance(read, str)]
+        else:
+            said.append(f"“{_shown(file)}” in the lessons folder was left out: {read}")
     if len(said) > MAX_LEFT_OUT:
         more = len(said) - MAX_LEFT_OUT
         said = [*said[:MAX_LEFT_OUT], f"And {more} more lesson file{'s were' if more > 1 else ' was'} left out."]
-    return said
+    return Shelf(entries, [unlisted] if unlisted else said)
 
 
-def _unlisted(root: Path) -> str:
-    """'' when the server can list the lessons folder, else the sentence saying it cannot and what to check."""
-    try:
-        next(root.iterdir(), None)
-    except OSError as err:
-        return (f"The server cannot list the lessons folder ({err.strerror or 'no reason given'}), so none of its "
-                "lessons is offered; check the folder's permissions.")
-    return ""
+def catalogue() -> list[Entry]:
+    """Every lesson on offer: the built-ins, then the operator's that read (Shelf.left_out says why the others do not)."""
+    return shelf().entries
 
 
-def _operator_lessons() -> list[tuple[str, Lesson | str]]:
-    """(file name, its lesson or the sentence why it cannot be offered) for each lesson file of the folder."""
+def left_out() -> list[str]:
+    """Shelf.left_out: one sentence per lesson file of the operator's folder that is not on offer; empty when every
+    one is offered."""
+    return shelf().left_out
+
+
+def _operator_lessons(files: list[tuple[str, str]]) -> list[tuple[str, Lesson | str]]:
+    """(file name, its lesson or the sentence why it cannot be offered) for each lesson file of a listing."""
     out: list[tuple[str, Lesson | str]] = []
-    for file, why in _lesson_files():
+    for file, why in files:
         if why:
             out.append((file, why))
             continue
