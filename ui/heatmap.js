@@ -128,33 +128,45 @@ export function sharedTop(maps, scale, fixed) {
   return m > 0 ? m : 1;
 }
 
+// The palette as one 32-bit RGBA word per colour, in the byte order of the platform (written through bytes), so a
+// pixel is one store. Kept per palette.
+const WORDS = new WeakMap();
+function words(lut) {
+  if (!WORDS.has(lut)) {
+    const out = new Uint32Array(LUT);
+    const bytes = new Uint8Array(out.buffer);
+    for (let i = 0; i < LUT; i++) bytes.set([lut[i * 3], lut[i * 3 + 1], lut[i * 3 + 2], 255], i * 4);
+    WORDS.set(lut, out);
+  }
+  return WORDS.get(lut);
+}
+const GREY = words(Uint8ClampedArray.from({ length: LUT * 3 }, (_, i) => UNCOMPUTED[i % 3]))[0];
+
 // One RGBA pixel per cell of a K x K plane into px, coloured on 0..top (scale "row": each row on 0..its maximum);
-// rows outside `rows` (when given) in the grey of "not computed".
+// rows outside `rows` (when given) in the grey of "not computed". A value's colour is round(value / top * 4095),
+// clamped to the palette: at 512 tokens one pass over 262,144 cells, one 32-bit store each.
 export function paint(px, plane, K, { scale, top, lut, rows = null }) {
   const computed = rows === null ? null : new Set(rows);
   const { data, offset, scale: unit } = plane;
+  const out = new Uint32Array(px.buffer, px.byteOffset, K * K);
+  const colours = words(lut);
+  const last = LUT - 1;
   for (let q = 0; q < K; q++) {
     const start = q * K;
     if (computed && !computed.has(q)) {
-      for (let p = start * 4; p < (start + K) * 4; p += 4) {
-        [px[p], px[p + 1], px[p + 2], px[p + 3]] = [...UNCOMPUTED, 255];
-      }
+      out.fill(GREY, start, start + K);
       continue;
     }
     let m = top;
     if (scale === "row") {
       m = 0;
-      for (let x = start; x < start + K; x++) m = Math.max(m, data[offset + x] * unit);
-      m = Math.max(m, 1e-30);
+      for (let x = offset + start; x < offset + start + K; x++) if (data[x] > m) m = data[x];
+      m = Math.max(m * unit, 1e-30);
     }
-    const f = ((LUT - 1) * unit) / m;
-    for (let x = start; x < start + K; x++) {
-      const c = Math.min(LUT - 1, Math.max(0, Math.round(data[offset + x] * f))) * 3;
-      const p = x * 4;
-      px[p] = lut[c];
-      px[p + 1] = lut[c + 1];
-      px[p + 2] = lut[c + 2];
-      px[p + 3] = 255;
+    const f = (last * unit) / m;
+    for (let x = start, d = offset + start; x < start + K; x++, d++) {
+      const c = data[d] * f + 0.5; // NaN and negatives fall to 0, past the top to the last colour
+      out[x] = colours[c >= last ? last : c > 0 ? c | 0 : 0];
     }
   }
 }
@@ -399,8 +411,11 @@ class AttentionMap extends View {
   }
 
   // Sizes from the screen: the one-head figure (one or two maps) or the thumbnails, as wide as there is room and, in
-  // presentation mode, as tall as fits down to the bottom of the screen. Only redone when what decides it changes.
-  layout() {
+  // presentation mode, as tall as fits down to the bottom of the screen. Only redone when what decides it changes;
+  // then, or when `redraw` (a change of the state), the picture is drawn. A resize that moves nothing draws nothing:
+  // the component's height changes with the text above the map, and a second paint of 262,144 cells at 512 tokens
+  // in the frame after a click doubled its time.
+  layout(redraw = true) {
     if (!this.tokens || !this.s) return;
     const present = this.root.classList.contains("present");
     const font = present ? MIN_LABEL_PX : 12;
@@ -413,7 +428,7 @@ class AttentionMap extends View {
     const target = head ? this.fig : this.grid;
     const top = present ? Math.round(pageTop(target)) : 0; // on a projector the room below it decides the size
     const geometry = `${this.s.view}|${pair}|${K}|${present}|${width}|${this.L}x${this.H}|${top}`;
-    if (geometry === this.geometry) return this.draw();
+    if (geometry === this.geometry) return redraw ? this.draw() : undefined;
     this.geometry = geometry;
     const family = getComputedStyle(this.root).fontFamily;
     const room = present ? window.innerHeight - pageTop(target) : null;
@@ -848,7 +863,7 @@ class AttentionMap extends View {
     h.listen(this.thumbCanvas, "mousemove", (e) => this.hoverThumb(e));
     h.listen(this.thumbCanvas, "mouseleave", () => this.hoverThumb(null));
     h.listen(this.thumbCanvas, "click", (e) => this.clickThumb(e));
-    h.resized(this.root, () => this.layout());
+    h.resized(this.root, () => this.layout(false));
   }
 
   // One change of the state from an input: drawn at once from what is held; what is lacking is asked for now, the
