@@ -23,6 +23,7 @@ from streamlit.navigation.page import StreamlitPage
 
 FOLDER = "pages"  # beside app.py
 APP_TITLE, APP_ICON = "Encoder Explorer", "🔎"  # the browser tab's
+_NAVIGATION = "navigation pages"  # session key of this session's st.Page objects
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,12 @@ def navigate() -> StreamlitPage:
     st.set_page_config(page_title=APP_TITLE, page_icon=APP_ICON, layout="wide")
     if st.get_option("client.showSidebarNavigation") is False:  # off only for the legacy router (module docstring)
         st.set_option("client.showSidebarNavigation", True)
-    return st.navigation(navigation())
+    # Built once per session (st.Page resolves its script's path: ~2 ms of every run), never shared between sessions:
+    # st.navigation marks the chosen page callable, and a page shared by two sessions' runs at once could refuse one.
+    built = st.session_state.get(_NAVIGATION)
+    if built is None:
+        built = st.session_state[_NAVIGATION] = navigation()
+    return st.navigation(built)
 
 
 def run(chosen: StreamlitPage) -> None:

@@ -217,7 +217,8 @@ def model_view(trace: Trace, hide_special: bool = False, max_cells: int = 32, *,
 def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, scale: str = "fixed",
                    presentation: bool = False) -> go.Figure:
     """Two traces' attention for one layer and head side by side in one figure, each map 46 % of the width, with
-    one shared colour bar (auto and per-row scales are computed over both maps). The traces share their tokens."""
+    one shared colour bar and the query labels once (auto and per-row scales are computed over both maps); a layer
+    with a sliding window greys the cells outside it, after the two maps. The traces share their tokens."""
     (name_a, a), (name_b, b) = traces.items()
     if a.tokens != b.tokens:
         raise ValueError("The two traces must be of the same sentence.")
@@ -231,7 +232,7 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     who = f"head {head}" if head is not None else "average of heads"
     layout = style.layout(f"Attention, layer {layer}, {who}", presentation, style.sentence(a, 70), height=height)
     layout["margin"]["t"] += 30  # room for the two map titles
-    data, notes = [], []
+    data, notes, bands = [], [], []
     for i, (name, w, z) in enumerate(((name_a, wa, both[0]), (name_b, wb, both[1]))):
         n = str(i + 1) if i else ""
         x0, x1 = (0.0, 0.46) if i == 0 else (0.54, 1.0)
@@ -246,10 +247,17 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
                          hovertemplate=f"{label(name, 30)}: %{{y}} → %{{x}}: {hover}<extra></extra>"))
         notes.append(style.paper_note(f"<b>{label(name, 40)}</b>", (x0 + x1) / 2, 1.0, layout["font"]["size"],
                                       yanchor="bottom"))
+        band = _window_band((a, b)[i], layer, pos, cats, data[-1]["xgap"])
+        if band is not None:
+            bands.append(band | dict(xaxis=f"x{n}", yaxis=f"y{n}"))
+    data += bands
     layout["coloraxis"] = dict(cmin=zmin, cmax=zmax, colorscale=style.colorscale(style.ATTENTION_SCALE),
                                colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1))
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
                                              layout["font"]["size"], bar)
+    # The shared colour axis's bar sits further out than a heatmap's own: plotly widened the margin by 8-21 px
+    # (tests/app/test_browser.py, one redraw of the whole figure); its tick labels' width covers that.
+    layout["margin"]["r"] += round(text_px("0.00", layout["font"]["size"]))
     return style.quick(data, layout | {"annotations": notes})
 
 

@@ -340,7 +340,7 @@ def test_knockout_at_512_tokens_stays_under_3_mb_and_the_difference_map_comes_on
     sizes = [len(el.proto.spec) for el in at.get("plotly_chart")]
     assert sum(sizes) <= 3_000_000, sizes
     titles = [s["layout"]["title"]["text"] for s in plotly_specs(at)]
-    assert any(t.startswith("Knocked out: layer") for t in titles) and not any("minus" in t for t in titles), titles
+    assert any(t.startswith("Attention, layer 5") for t in titles) and not any("minus" in t for t in titles), titles
     assert at.toggle(key="w:diff_long").label == "Difference map"
     at.toggle(key="w:diff_long").set_value(True).run()
     assert any("Knocked out minus intact, layer 5" in s["layout"]["title"]["text"] for s in plotly_specs(at))

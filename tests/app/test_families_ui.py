@@ -179,27 +179,29 @@ def test_the_data_flow_page_explains_each_choice_in_one_true_sentence(params):
 
 
 def test_the_attention_map_shows_the_window_band_and_says_why_it_is_zero():
-    """The plotly maps (Knock out heads' intact one here) grey the band outside the window; the Attention page's map
-    says why its far keys are 0 under it."""
+    """The plotly maps (Knock out heads' intact and knocked-out pair here) grey the band outside the window; the
+    Attention page's map says why its far keys are 0 under it."""
     params = MODERN | {"layer": "1", "text": "The animal didn't cross the street because it was too tired."}
     at = start(params, "knockout")
     assert_clean(at)
     trace = frame_of(at).trace
-    fig = next(f for f in specs(at) if f["layout"]["title"]["text"].startswith("Intact: layer 1"))
-    main, band = fig["data"][0], fig["data"][1]
-    z, grey = numbers(main["z"]).astype(float), numbers(band["z"]).astype(float)
-    i, j = np.indices(z.shape)
-    outside = np.abs(i - j) > 2  # window 4: two keys on each side
-    assert (z[outside] == 0).all() and (grey[outside] == 1).all() and np.isnan(grey[~outside]).all()
-    assert np.allclose(z.sum(1), 1, atol=1e-5)
+    fig = next(f for f in specs(at) if f["layout"]["title"]["text"].startswith("Attention, layer 1"))
+    maps, bands = fig["data"][:2], fig["data"][2:]
+    assert [(b["xaxis"], b["yaxis"]) for b in bands] == [(m["xaxis"], m["yaxis"]) for m in maps], "one band per map"
+    for main, band in zip(maps, bands, strict=True):
+        z, grey = numbers(main["z"]).astype(float), numbers(band["z"]).astype(float)
+        i, j = np.indices(z.shape)
+        outside = np.abs(i - j) > 2  # window 4: two keys on each side
+        assert (z[outside] == 0).all() and (grey[outside] == 1).all() and np.isnan(grey[~outside]).all()
+        assert np.allclose(z.sum(1), 1, atol=1e-5)
     home = start(params)
     assert_clean(home)
     note = " ".join(c.value for c in home.caption)
     assert "sliding window" in note and "exactly 0" in note and "−∞ before the softmax" in note
     assert "grey band" not in note  # the browser's map draws them as 0, not as a band
     global_layer = start(MODERN | {"layer": "0"}, "knockout")  # layer 0 attends globally: no band, no note
-    fig = next(f for f in specs(global_layer) if f["layout"]["title"]["text"].startswith("Intact: layer 0"))
-    assert len(fig["data"]) == 1 and "sliding window" not in " ".join(c.value for c in global_layer.caption)
+    fig = next(f for f in specs(global_layer) if f["layout"]["title"]["text"].startswith("Attention, layer 0"))
+    assert len(fig["data"]) == 2 and "sliding window" not in " ".join(c.value for c in global_layer.caption)
     assert trace.config.layer_window(1) == 4 and trace.config.layer_window(0) == 0
 
 

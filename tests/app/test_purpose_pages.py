@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+import ui
 from devkit.apptest import text_box
 from devkit.hostile_inputs import EMPTY_IDS, HOSTILE, IDS
 from devkit.server import READY, launch, streamlit_server
@@ -162,8 +163,10 @@ def test_knocking_out_nothing_changes_nothing_and_a_head_changes_the_output():
     moved = numbers(chart(at, "How much each layer")["data"][0]["y"])
     assert not moved[:4].any() and (moved[4:] > 1e-4).all()
     assert at.slider(key="w:layer").min == 4, "the comparison shows the layers after the knock-out"
-    titles = [t.replace("<br>", " ") for t in charts(at)]  # half-width charts break their titles into lines
-    assert "Intact: layer 4, head 1" in titles and "Knocked out: layer 4, head 1" in titles
+    pair = chart(at, "Attention, layer 4, head 1")  # the intact and the knocked-out map, side by side
+    assert [a["text"] for a in pair["layout"]["annotations"]] == ["<b>Intact</b>", "<b>Knocked out</b>"]
+    np.testing.assert_array_equal(numbers(pair["data"][0]["z"]), ui.frame(at.session_state[STORE]).trace.attention[4, 1].numpy())
+    assert not np.array_equal(numbers(pair["data"][1]["z"]), numbers(pair["data"][0]["z"]))
     intact, knocked = (m.value for m in at.metric[2:4])
     assert intact != knocked
 
