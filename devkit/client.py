@@ -14,6 +14,10 @@ What one student does, the way the browser does it (Streamlit 1.67, read from th
    `st.fragment` is sent with that fragment's id, so a layer or head change reruns only the fragment, as in the
    browser. The student sends only the widget that changed; Streamlit keeps the others' values from the last run.
    A page change is a rerun with the target page's script hash, as a click in the navigation does.
+5. On the Attention page, a click on the map's own Layer or Head buttons ("pick") is drawn in the browser; what
+   reaches the server is the settled choice, once the clicking stops: the component's event ("pick", as ui/heatmap.js
+   sends it) in its fragment, saying what the browser holds. The student keeps account of that from the map's
+   payloads, as the browser does, so the server sends only what it lacks (the new map's exact decimals).
 
 Every script run's latency is the time from sending the BackMsg to receiving `script_finished`. Errors are
 exception elements, compile errors, "page not found", runs that did not finish within the timeout and dropped
@@ -26,11 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import http.cookiejar
+import json
 import random
+import struct
 import time
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
@@ -54,6 +60,9 @@ SENTENCES = (
 )
 ID_PREFIX = "$$ID"  # streamlit.runtime.state.common.GENERATED_ELEMENT_ID_PREFIX; ids are "$$ID-<hash>-<user key>"
 WIDGET_KEYS = ("text", "layer", "head")  # the settings a student changes (their URL names)
+MAP_KEY = "attention-map"  # ui/heatmap.py KEY: the Attention page's map
+# Where a Streamlit 1.67 component's events travel: a trigger widget beside the component's element id.
+EVENTS_ID = "$$STREAMLIT_INTERNAL_KEY_{}__events"
 
 
 def require_loopback(base_url: str) -> None:
@@ -73,6 +82,54 @@ class Widget:
     options: tuple[str, ...] = ()
     lo: float = 0
     hi: float = 0
+
+
+@dataclass
+class MapView:
+    """The attention map as the student's browser holds it: its element, fragment and choice, and each measure's
+    layers and the exact map the app sent (ui/heatmap.py `data`), to say so in a pick."""
+
+    id: str
+    fragment_id: str
+    trace: str = ""
+    sel: dict = field(default_factory=dict)
+    layers: int = 1
+    heads: int = 1
+    stacks: dict[str, set[int]] = field(default_factory=dict)
+    exact: str | None = None
+    received: list[str] = field(default_factory=list)  # the last payload's parts: "stack:<id>" or "exact"
+
+    def take(self, data: bytes) -> None:
+        """What one payload brought (a new trace starts afresh)."""
+        header, parts = _unpack(data)
+        if header["id"] != self.trace:
+            self.trace, self.stacks, self.exact = header["id"], {}, None
+        self.sel, self.layers, self.heads = dict(header["sel"]), header["L"], header["H"]
+        self.received = []
+        for info, part in zip(header["parts"], parts, strict=True):
+            if info["kind"] == "stack":
+                sub, _ = _unpack(part)
+                self.stacks.setdefault(sub["id"], set()).update(sub["layers"])
+                self.received.append(f"stack:{sub['id']}")
+            elif info["kind"] == "exact":
+                self.exact = info["key"]
+                self.received.append("exact")
+
+    def held(self, nonce: str) -> dict:
+        return {"id": self.trace, "nonce": nonce, "stacks": {k: sorted(v) for k, v in self.stacks.items()},
+                "exact": self.exact}
+
+
+def _unpack(data: bytes) -> tuple[dict, list[bytes]]:
+    """ui/payload.py `encode` read back: the header, and the parts its "zipped" sizes cut from the body."""
+    n = struct.unpack("<I", data[:4])[0]
+    header = json.loads(data[4:4 + n])
+    at = 4 + n + (-(4 + n) % 8)
+    parts = []
+    for size in header.get("zipped") or []:
+        parts.append(data[at:at + size])
+        at += size
+    return header, parts
 
 
 class Disconnected(Exception):
@@ -95,7 +152,10 @@ class Student:
         self.page_hash = ""
         self.widgets: dict[str, Widget] = {}  # user key -> widget drawn in the current view
         self.values: dict[str, object] = {}  # user key -> last value seen or sent
+        self.map: MapView | None = None  # the attention map, while the page shows it
+        self.nonce = f"student{number}"
         self._fragment_run = False
+        self.finished = None  # how the last script run ended (ForwardMsg.ScriptFinishedStatus)
         self.closed_at: float | None = None
         self.closed = asyncio.Event()
 
@@ -175,6 +235,7 @@ class Student:
         kind = msg.WhichOneof("type")
         if kind == "new_session" and not self._fragment_run:
             self.widgets = {}  # a full run redraws every widget; a fragment run only its own
+            self.map = None
         elif kind == "navigation":
             self.pages = {p.url_pathname: p.page_script_hash for p in msg.navigation.app_pages}
             self.page_hash = msg.navigation.page_script_hash
@@ -190,7 +251,7 @@ class Student:
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
             self._element(msg.delta.new_element, msg.delta.fragment_id)
         elif kind == "script_finished":
-            status = msg.script_finished
+            status = self.finished = msg.script_finished
             if status == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
                 raise RuntimeError("compile_error")
             return status in (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)
@@ -203,6 +264,12 @@ class Student:
         proto = getattr(element, kind, None) if kind else None
         wid = getattr(proto, "id", "")
         if not isinstance(wid, str) or not wid.startswith(ID_PREFIX + "-"):
+            return
+        if kind == "bidi_component" and wid.endswith("-" + MAP_KEY):
+            if self.map is None or self.map.id != wid:
+                self.map = MapView(wid, fragment_id)
+            self.map.fragment_id = fragment_id
+            self.map.take(proto.bytes)
             return
         # The setting's name ends the user key: "w:layer", and a text box's carries its generation ("w:text#2").
         key = state.setting_of(wid.split("-", 2)[2])
@@ -224,8 +291,21 @@ class Student:
         return await self.run_script(self.client_state())
 
     def choices(self) -> list[str]:
-        """What the student can change now: the sentence, the page, and the layer and head where they are drawn."""
-        return ["text", "page"] + [k for k in ("layer", "head") if k in self.widgets]
+        """What the student can change now: the sentence, the page, the layer and head where they are widgets, and
+        the map's layer or head where the map is."""
+        return ["text", "page"] + [k for k in ("layer", "head") if k in self.widgets] + (["pick"] if self.map else [])
+
+    async def pick(self, rng: random.Random) -> float:
+        """A new layer or head clicked on the map: its settled pick, one run of the map's fragment."""
+        view = self.map
+        name, count = rng.choice([("layer", view.layers), ("head", view.heads)])
+        value = rng.choice([v for v in range(count) if v != view.sel.get(name)] or [0])
+        choice = view.sel | {name: value} | ({"avg": False} if name == "head" else {})
+        state = self.client_state()
+        state.fragment_id = view.fragment_id
+        event = {"event": "pick", "value": choice | {"held": view.held(self.nonce), "need": False}}
+        state.widget_states.widgets.add(id=EVENTS_ID.format(view.id)).json_trigger_value = json.dumps([event])
+        return await self.run_script(state)
 
     async def visit(self, page: str) -> float:
         """Switch this tab to the page at URL path `page` ("" for the default page), as a click in the navigation
@@ -237,6 +317,8 @@ class Student:
         """One action of `kind` (see choices()), with a random new value; the run's latency in seconds, or raise."""
         if kind == "page":
             return await self.visit(rng.choice([p for p in self.pages if p != self.page] or list(PAGES)))
+        if kind == "pick":
+            return await self.pick(rng)
         state = self.client_state()
         widget = self.widgets[kind]
         ws = state.widget_states.widgets.add(id=widget.id)

@@ -29,7 +29,7 @@ class Run:
     """One script run: the first load of a link or one interaction."""
 
     student: int
-    kind: str  # open, text, layer, head, page, reopen
+    kind: str  # open, text, layer, head, pick (the map's layer or head), page, reopen
     page: str
     start: float  # seconds since the load run started
     latency: float | None = None  # None when it failed

@@ -51,14 +51,19 @@ def inside_a_head() -> None:
     cols = st.columns([2, 5], vertical_alignment="bottom")
     query = ui.widget("query", cols[0], options=range(trace.seq_len),
                       format_func=lambda j: f"{j}: {printable(tokens[j], 30)}")
-    steps = inside.head_steps(trace, layer, head, query)
+    def drawn(what, build):  # once per trace, head, query and view for every session (ui.kept_figure)
+        return ui.kept_figure(trace, ("inside", what, layer, head, query, fr.present), build)
+
+    steps = ui.kept_figure(trace, ("inside", "steps", layer, head, query), lambda: inside.head_steps(trace, layer, head,
+                                                                                                     query))
     name = export.export_name(trace, f"L{layer}", f"H{head}", f"q{query}")
-    st.plotly_chart(inside.scores_figure(steps, presentation=fr.present),
+    st.plotly_chart(drawn("scores", lambda: inside.scores_figure(steps, presentation=fr.present)),
                     config=export.png_config(name + "_scores"))
     gap = float(np.abs(steps.weights - steps.trace_row).max())
     ui.caption(f"q and k are this forward pass's own tensors. The softmax computed here from them differs from the "
                f"attention map the model used by at most {gap:.1e}.")
-    st.plotly_chart(inside.values_figure(steps, presentation=fr.present), config=export.png_config(name + "_values"))
+    st.plotly_chart(drawn("values", lambda: inside.values_figure(steps, presentation=fr.present)),
+                    config=export.png_config(name + "_values"))
     z_gap = float(np.abs(steps.z_sum - steps.z).max())
     if (layer, head) in trace.ablate:
         ui.caption("This head is knocked out in this run: its output z_i was set to zero before W_O.")
@@ -68,7 +73,7 @@ def inside_a_head() -> None:
     else:
         ui.caption(f"Σ_j a_ij v_j computed here matches the head output z_i of the forward pass to {z_gap:.1e}.")
     w_o = fr.model.layers[layer].attn.out.weight if fr.model is not None else None
-    st.plotly_chart(inside.output_figure(steps, trace.num_heads, w_o, presentation=fr.present),
+    st.plotly_chart(drawn("output", lambda: inside.output_figure(steps, trace.num_heads, w_o, presentation=fr.present)),
                     config=export.png_config(name + "_output"))
     ui.caption("Every head's output is written side by side (the outlined block is this head); W_O mixes them back "
                "into d_model numbers per token. That row is the attn tap, which the residual connection adds next.")

@@ -32,18 +32,26 @@ def choose_knockouts(cfg) -> purpose.Knocks:
     return knocks
 
 
+def drawn(trace, knocks: purpose.Knocks, *key, build):
+    """What the page draws from the intact and the knocked-out run: ui.kept_figure, per knock-outs and view."""
+    return ui.kept_figure(trace, ("knockout", purpose.format_ablate(knocks), *key), build)
+
+
 def output_effect(fr: ui.Frame, trace, knocked, knocks: purpose.Knocks) -> None:
     """The change of each token's output: the metrics above the bars, or on a projector below them (the bars are
     whole on screen at first load, tests/app/test_projector.py)."""
     if not knocks and not fr.present:  # on a projector the chart's title says it, and every bar is 0
         st.info(NOTHING)
     st.subheader("Each token's final vector")
-    change = fig.output_change(trace.output, knocked.output, trace.labels)
+    change = drawn(trace, knocks, "output-change", build=lambda: fig.output_change(trace.output, knocked.output,
+                                                                                   trace.labels))
     if not fr.present:
         change_metrics(change)
     title = "Change of each token's output vector" + (" (nothing knocked out)" if not knocks else "")
     name = export.export_name(trace, "knockout", purpose.format_ablate(knocks) or "none", "output")
-    st.plotly_chart(fig.token_change(change, title, presentation=fr.present), config=export.png_config(name))
+    st.plotly_chart(drawn(trace, knocks, "token-change", fr.present,
+                          build=lambda: fig.token_change(change, title, presentation=fr.present)),
+                    config=export.png_config(name))
     if fr.present:
         change_metrics(change)
     ui.caption("How far each token's vector at the encoder's output moves when the chosen parts are zeroed, relative "
@@ -91,7 +99,8 @@ def attention_effect() -> None:
     knocked = purpose.get_run(fr, trace.text, knocks)
     st.subheader("Attention in the later layers")
     layers = {k[0] for k in knocks}  # knocked-out layers
-    st.plotly_chart(fig.attention_change(trace.attention, knocked.attention, layers, presentation=fr.present),
+    st.plotly_chart(drawn(trace, knocks, "attention-change", fr.present, build=lambda: fig.attention_change(
+                        trace.attention, knocked.attention, layers, presentation=fr.present)),
                     config=export.png_config(export.export_name(trace, "knockout", "attention-change")))
     if layers:
         ui.caption(f"A knocked-out head still computes its attention pattern; only its output is zeroed. So layer "
@@ -110,7 +119,8 @@ def attention_effect() -> None:
     who = "average of heads" if avg else f"head {head}"
     # One figure: the query labels once and one colour bar leave each map room at 1024 px with the sidebar open,
     # where two half-width charts each kept about 45 px of map.
-    pair = attention.attention_pair({"Intact": trace, "Knocked out": knocked}, layer, head_sel, presentation=fr.present)
+    pair = drawn(trace, knocks, "pair", layer, head_sel, fr.present, build=lambda: attention.attention_pair(
+        {"Intact": trace, "Knocked out": knocked}, layer, head_sel, presentation=fr.present))
     st.plotly_chart(pair, config=export.png_config(export.export_name(trace, "intact-vs-knocked", f"L{layer}", who)))
     before, after = ((run.attention[layer].mean(0) if avg else run.attention[layer, head]) for run in (trace, knocked))
     if torch.equal(before, after):
@@ -120,8 +130,8 @@ def attention_effect() -> None:
     # Past DIFF_ON_REQUEST tokens the two exact maps above are already ~2.8 MB; the difference comes on request.
     if trace.seq_len > settings.DIFF_ON_REQUEST and not ui.widget("diff_long", st):
         return
-    diff = attention.attention_difference(after, before, trace.labels, f"Knocked out minus intact, layer {layer}, {who}",
-                                          presentation=fr.present)
+    diff = drawn(trace, knocks, "difference", layer, head_sel, fr.present, build=lambda: attention.attention_difference(
+        after, before, trace.labels, f"Knocked out minus intact, layer {layer}, {who}", presentation=fr.present))
     st.plotly_chart(diff, config=export.png_config(export.export_name(trace, "knockout-diff", f"L{layer}")))
     ui.caption("Red: the query attends more to that key after the knock-out; blue: less.")
 

@@ -45,8 +45,12 @@ def placements(fr: ui.Frame, trace: Trace) -> None:
     if note and not fr.present:
         st.warning(note, icon=":material/warning:")
     tag = export.model_tag(trace.config, fr.model_key)
-    pair = attention.attention_pair({names["post"]: post, names["pre"]: pre}, layer, head, scale=scale,
-                                    presentation=fr.present)
+
+    def drawn(*key, build):  # ui.kept_figure: once per trace and view for every session
+        return ui.kept_figure(trace, ("placements", names["post"], names["pre"], *key), build)
+
+    pair = drawn("pair", layer, head, scale, fr.present, build=lambda: attention.attention_pair(
+        {names["post"]: post, names["pre"]: pre}, layer, head, scale=scale, presentation=fr.present))
     st.plotly_chart(pair, config=export.png_config(export.export_name(trace, "post-vs-pre", f"L{layer}", f"H{head}",
                                                                       model=tag)))
     if note and fr.present:
@@ -55,11 +59,13 @@ def placements(fr: ui.Frame, trace: Trace) -> None:
     # Past DIFF_ON_REQUEST tokens the exact pair above is already ~2.8 MB; the difference map (another ~1.4 MB)
     # comes on request.
     if trace.seq_len <= settings.DIFF_ON_REQUEST or ui.widget("diff_long", left):
-        diff = attention.attention_difference(post.attention[layer, head], pre.attention[layer, head], trace.labels,
-                                              "Post-LN − Pre-LN", presentation=fr.present)
+        diff = drawn("difference", layer, head, fr.present, build=lambda: attention.attention_difference(
+            post.attention[layer, head], pre.attention[layer, head], trace.labels, "Post-LN − Pre-LN",
+            presentation=fr.present))
         left.plotly_chart(diff, config=export.png_config(export.export_name(trace, "post-minus-pre", f"L{layer}",
                                                                             f"H{head}", model=tag)))
-    right.plotly_chart(activations.residual_norms({names["post"]: post, names["pre"]: pre}, presentation=fr.present),
+    right.plotly_chart(drawn("residual", fr.present, build=lambda: activations.residual_norms(
+                           {names["post"]: post, names["pre"]: pre}, presentation=fr.present)),
                        config=export.png_config(export.export_name(trace, "residual-post-pre", model=tag)))
     ui.caption("Left: red where Post-LN attends more, blue where Pre-LN does. Right: "
                + " ".join(captions.placement_sentence(run) for run in (post, pre)))

@@ -11,12 +11,13 @@ from ui import pages
 from ui.caches import CACHE
 
 
-@st.cache_data(show_spinner="Computing gradients at initialisation…", max_entries=8)
+# Shared, never changed (cache_resource: no copy per run), so the charts drawn from them are kept beside them.
+@st.cache_resource(show_spinner="Computing gradients at initialisation…", max_entries=8)
 def grad_norms(depth: int) -> pd.DataFrame:
     return pd.concat([stability.grad_norms_at_init(depth, norm) for norm in ("post", "pre")])
 
 
-@st.cache_data(show_spinner="Comparing depths…", max_entries=1)
+@st.cache_resource(show_spinner="Comparing depths…", max_entries=1)
 def trend() -> pd.DataFrame:
     return stability.depth_trend(depths=(6, 12, 24), seeds=(0,))
 
@@ -29,16 +30,19 @@ def gradients(fr: ui.Frame) -> None:
                "gradients are largest near the output and do not shrink as the stack gets deeper, while Pre-LN's shrink "
                "roughly like 1/√L: large early updates are what make Post-LN need a learning-rate warm-up.")
     depth = ui.widget("depth")
-    df = grad_norms(depth).query("group == 'W2'").replace({"norm": {"post": "Post-LN", "pre": "Pre-LN"}})
+    names = {"norm": {"post": "Post-LN", "pre": "Pre-LN"}}
+    norms = grad_norms(depth)
     left, right = st.columns(2)
-    left.plotly_chart(grad_norm_chart(df, "layer", "grad_norm", "norm", f"W2 gradient norm per layer, {depth} layers",
-                                      x_title="layer (0 = first)", y_title="gradient norm of W2", presentation=fr.present,
-                                      narrow=True),
+    left.plotly_chart(ui.BESIDE.get(norms, ("w2", fr.present), lambda: grad_norm_chart(
+                          norms.query("group == 'W2'").replace(names), "layer", "grad_norm", "norm",
+                          f"W2 gradient norm per layer, {depth} layers", x_title="layer (0 = first)",
+                          y_title="gradient norm of W2", presentation=fr.present, narrow=True)),
                       config=export.png_config(f"stability_grad-norms_{depth}-layers"))
-    t = trend().replace({"norm": {"post": "Post-LN", "pre": "Pre-LN"}})
-    right.plotly_chart(grad_norm_chart(t, "num_layers", "last_w2", "norm", "Last layer's W2 gradient norm vs depth",
-                                       x_title="number of layers", y_title="gradient norm of the last layer's W2",
-                                       presentation=fr.present, narrow=True),
+    depths = trend()
+    right.plotly_chart(ui.BESIDE.get(depths, ("last-w2", fr.present), lambda: grad_norm_chart(
+                           depths.replace(names), "num_layers", "last_w2", "norm", "Last layer's W2 gradient norm vs depth",
+                           x_title="number of layers", y_title="gradient norm of the last layer's W2",
+                           presentation=fr.present, narrow=True)),
                        config=export.png_config("stability_grad-norm-vs-depth"))
 
 

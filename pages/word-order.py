@@ -29,10 +29,11 @@ def page() -> None:
             title, name = f"{cfg.positional.capitalize()} positional encoding", "positional"
             caption = captions.position_caption(table, cfg.positional, captions.is_trained(fr.model_key))
         left, right = st.columns(2)
-        left.plotly_chart(activations.positional_heatmap(table, f"{title}, {trace.seq_len} positions",
-                                                         presentation=fr.present),
+        left.plotly_chart(ui.kept_figure(trace, ("position-table", fr.present), lambda: activations.positional_heatmap(
+                              table, f"{title}, {trace.seq_len} positions", presentation=fr.present)),
                           config=export.png_config(export.export_name(trace, name, model=tag)))
-        right.plotly_chart(similarity.position_similarity(table, presentation=fr.present),
+        right.plotly_chart(ui.kept_figure(trace, ("position-cosines", fr.present), lambda: similarity.position_similarity(
+                               table, presentation=fr.present)),
                            config=export.png_config(export.export_name(trace, f"{name}-similarity", model=tag)))
         ui.caption(caption)
 
@@ -60,9 +61,10 @@ def page() -> None:
          for name, r in runs.items() for i, d in enumerate(r.attn_diff_per_layer)]
     )
     # Differences below ROUNDING are float noise: drawn at the floor (and said so), not as a zig-zag on the log axis.
-    st.plotly_chart(grad_norm_chart(per_layer, "layer", "attention difference", "model",
-                                    "Attention after shuffling vs shuffled attention, per layer", x_title="layer",
-                                    y_title="max |A(Px) − P·A·Pᵀ|", floor=captions.ROUNDING, presentation=fr.present),
+    st.plotly_chart(ui.kept_figure(trace, ("shuffle", seed, fr.present), lambda: grad_norm_chart(
+                        per_layer, "layer", "attention difference", "model",
+                        "Attention after shuffling vs shuffled attention, per layer", x_title="layer",
+                        y_title="max |A(Px) − P·A·Pᵀ|", floor=captions.ROUNDING, presentation=fr.present)),
                     config=export.png_config(export.export_name(trace, "shuffle", f"seed{seed}", model=tag)))
     ui.caption(captions.shuffle_caption({name: r.attn_diff for name, r in runs.items()}))
 

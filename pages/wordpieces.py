@@ -27,13 +27,13 @@ def page() -> None:
     left.dataframe(pd.DataFrame(table),
                    hide_index=True, width="stretch", height=min(style.PRESENT_HEIGHT if fr.present else 520,
                                                                 38 + 35 * trace.seq_len))
-    right.plotly_chart(activations.tensor_heatmap(vectors, trace.labels, f"Token embeddings: {trace.seq_len} × "
-                                                  f"{vectors.shape[1]}", subtitle="rows of the embedding table, no positions",
-                                                  presentation=fr.present),
+    right.plotly_chart(ui.kept_figure(trace, ("embedding-rows", fr.present), lambda: activations.tensor_heatmap(
+                           vectors, trace.labels, f"Token embeddings: {trace.seq_len} × {vectors.shape[1]}",
+                           subtitle="rows of the embedding table, no positions", presentation=fr.present)),
                        config=export.png_config(export.export_name(trace, "token-embeddings", model=tag)))
     left, right = st.columns([2, 1])
-    left.plotly_chart(similarity.token_similarity(vectors, trace.labels, "Token embeddings: cosine similarity",
-                                                  presentation=fr.present),
+    left.plotly_chart(ui.kept_figure(trace, ("embedding-cosines", fr.present), lambda: similarity.token_similarity(
+                          vectors, trace.labels, "Token embeddings: cosine similarity", presentation=fr.present)),
                       config=export.png_config(export.export_name(trace, "token-similarity", model=tag)))
     with right:
         ui.caption(captions.embedding_caption(trace, vectors, captions.is_trained(fr.model_key)))

@@ -187,6 +187,19 @@ def get_variant_trace(model_key: str, device: str, changes: tuple[tuple[str, Any
                      lambda: traced(get_variant(model_key, device, changes), text, train))
 
 
+KEEP_FIGURES_UP_TO = 128  # tokens: a longer trace's maps are built each time (a 512-token pair of maps is ~2 MB)
+
+
+def kept_figure(trace: encoder.Trace, key: Hashable, build: Callable[[], Any]) -> Any:
+    """A figure drawn from `trace` and the runs cached with it (its knock-outs, its other placement), built once per
+    trace and `key` for every session and rerun (BESIDE); `key` names the view and everything else it depends on.
+    Built each time in training mode, where a run is one random draw of dropout and a cache evicting and running it
+    again would draw anew beside a figure of the old draw, and past KEEP_FIGURES_UP_TO tokens (memory)."""
+    if trace.train or trace.seq_len > KEEP_FIGURES_UP_TO:
+        return build()
+    return BESIDE.get(trace, key, build)
+
+
 def get_permutation_check(model_key: str, device: str, changes: tuple[tuple[str, Any], ...], text: str,
                           seed: int) -> position.PermutationResult:
     """The Position page's shuffle proof, computed once per (model, sentence, shuffle)."""

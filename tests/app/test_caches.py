@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import torch
 
+import encoder
+import ui
 from ui.caches import Beside, ByteCache
 
 
@@ -96,3 +98,25 @@ def test_each_object_keeps_at_most_its_share_the_least_recently_used_going_first
     assert len(beside) == 3
     assert beside.get(owner, 0, lambda: "rebuilt") == "figure 0"
     assert beside.get(owner, 1, lambda: "rebuilt") == "rebuilt"
+
+
+def test_figures_of_a_trace_are_kept_only_for_eval_mode_traces_up_to_128_tokens():
+    """ui.kept_figure: a figure of two runs (a trace and its knock-out) is kept beside the trace; a training-mode run
+    (one draw of dropout, which the cache may draw again) and a long trace's maps (memory) are built each time."""
+    model = encoder.build_model(encoder.EncoderConfig(d_model=32, num_heads=2, d_ff=64, num_layers=1))
+    short, train = encoder.run(model, "a b c"), encoder.run(model, "a b c", train=True)
+    long = encoder.run(model, " ".join(["word"] * 200))
+    assert long.seq_len > ui.KEEP_FIGURES_UP_TO
+    calls = []
+
+    def build(tag):
+        calls.append(tag)
+        return [tag]
+
+    first = ui.kept_figure(short, ("knockout", "0.1", "pair"), lambda: build("short"))
+    assert ui.kept_figure(short, ("knockout", "0.1", "pair"), lambda: build("again")) is first
+    assert ui.kept_figure(short, ("knockout", "", "pair"), lambda: build("other knock-outs")) == ["other knock-outs"]
+    for trace, tag in ((train, "train"), (long, "long")):
+        assert ui.kept_figure(trace, ("pair",), lambda tag=tag: build(tag)) is not ui.kept_figure(
+            trace, ("pair",), lambda tag=tag: build(tag))
+    assert calls == ["short", "other knock-outs", "train", "train", "long", "long"]

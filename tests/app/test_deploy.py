@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import random
 import threading
 import time
 import urllib.parse
 
 import pytest
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from deploy.cluster import Deployment, deployment, established
+from devkit.client import Student
 from devkit.loadgen import Report, run_load
 from devkit.server import wait_ready
 
@@ -132,6 +135,31 @@ def test_twenty_students_through_nginx(dep: Deployment) -> None:
     log = (dep.run_dir / "nginx-access.log").read_text().splitlines()
     used = {line.split("upstream=")[1].split()[0] for line in log if "GET /_stcore/stream" in line}
     assert used >= {f"127.0.0.1:{p}" for p in dep.replica_ports}, used
+
+
+def test_a_students_map_pick_is_one_fragment_run_that_sends_only_the_new_map(dep: Deployment) -> None:
+    """The load's "pick": the map's own Layer or Head buttons, settled, as the simulated student sends it (the
+    component's event in its fragment, with what the browser holds); the app applies the choice and sends only the
+    new map's exact values."""
+    async def picks() -> list[tuple[dict, list[str], int, dict]]:
+        student = Student(dep.url, 0, "", {"text": "The cat sat on the mat."})
+        await student.open()
+        assert "pick" in student.choices() and student.map.received[0].startswith("stack:"), student.map.received
+        held = {k: set(v) for k, v in student.map.stacks.items()}
+        out = []
+        for seed in range(3):
+            before = dict(student.map.sel)
+            await student.pick(random.Random(seed))
+            out.append((before, student.map.received, student.finished, dict(student.map.sel)))
+        assert student.map.stacks == held, "a settled pick brings no layers the browser holds"
+        await student.close()
+        return out
+
+    for before, received, finished, after in asyncio.run(picks()):
+        assert received == ["exact"], received
+        assert finished == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
+        changed = {k for k in after if after[k] != before[k]}
+        assert changed and changed <= {"layer", "head"}, (before, after)
 
 
 def serving_replica(dep: Deployment, timeout: float = 20) -> int:
