@@ -155,7 +155,12 @@ def test_a_students_map_pick_is_one_fragment_run_that_sends_only_the_new_map(dep
         await student.close()
         return out
 
-    for before, received, finished, after in asyncio.run(picks()):
+    done: list = []  # in its own thread: Playwright's sync API keeps an event loop running in this one
+    thread = threading.Thread(target=lambda: done.append(asyncio.run(picks())), daemon=True)
+    thread.start()
+    thread.join(timeout=120)
+    assert done, "the student's picks did not finish (an error in its thread fails the test: pyproject filterwarnings)"
+    for before, received, finished, after in done[0]:
         assert received == ["exact"], received
         assert finished == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
         changed = {k for k in after if after[k] != before[k]}
