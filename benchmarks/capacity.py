@@ -1,7 +1,8 @@
 """Capacity curve: simulated students (devkit/loadgen.py) against 1 and 2 replicas behind nginx.
 
 For each replica count and class size, a fresh deployment (warmed) takes `--seconds` of students who open a link
-and then change sentence, layer, head and page with 2-5 s think times. A deployment is bare replicas
+and then change sentence, layer, head and page, or click the map's layer or head on the Attention page (its settled
+pick), with 2-5 s think times. A deployment is bare replicas
 (deploy/serve.sh) or containers of the image (deploy/image.sh run, behind the same nginx configuration); with
 both setups, each point runs them one after the other. Prints one row per point and one JSON line per point plus
 the machine; writes nothing else. Loopback only; every run stops by itself.
@@ -9,6 +10,7 @@ the machine; writes nothing else. Loopback only; every run stops by itself.
     .venv-test/bin/python -m benchmarks.capacity                       # 1 and 2 replicas x 10, 20, 40, 80
     .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 40 --seconds 30
     .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 40 80 --setups bare containers --repeat 2
+    .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 120 --no-picks   # the mix before the picks
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def sample_peaks(dep: Deployment, stop: threading.Event, peaks: dict[int, float]
                 peaks[port] = max(peaks.get(port, 0.0), rss)
 
 
-def point(replicas: int, students: int, seconds: float, seed: int, setup: str = "bare") -> dict:
+def point(replicas: int, students: int, seconds: float, seed: int, setup: str = "bare", picks: bool = True) -> dict:
     with SETUPS[setup](replicas) as dep:
         cpu0 = {p: dep.cpu_seconds(p) or 0.0 for p in dep.replica_ports}
         own0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -53,7 +55,7 @@ def point(replicas: int, students: int, seconds: float, seed: int, setup: str = 
         stop = threading.Event()
         sampler = threading.Thread(target=sample_peaks, args=(dep, stop, peaks), daemon=True)
         sampler.start()
-        report = asyncio.run(run_load(dep.url, students, seconds, seed=seed))
+        report = asyncio.run(run_load(dep.url, students, seconds, seed=seed, picks=picks))
         stop.set()
         sampler.join()
         for port in dep.replica_ports:
@@ -81,6 +83,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--setups", nargs="+", choices=sorted(SETUPS), default=["bare"])
     parser.add_argument("--repeat", type=int, default=1, help="run every point this many times (setups alternate)")
+    parser.add_argument("--no-picks", action="store_true",
+                        help="the mix before the map's picks: no click on the map's layer or head")
     args = parser.parse_args()
     machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                "loadavg_before": loadavg()}
@@ -93,7 +97,7 @@ def main() -> None:
             for _ in range(args.repeat):
                 for setup in args.setups:
                     t0 = time.monotonic()
-                    row = point(replicas, students, args.seconds, args.seed, setup)
+                    row = point(replicas, students, args.seconds, args.seed, setup, picks=not args.no_picks)
                     row["loadavg_after"] = loadavg()
                     row["wall_s"] = round(time.monotonic() - t0)
                     print(f"{setup:>10} {replicas:>8} {students:>8} {row['interactions_per_s']:>7} {row['p50_s']:>6} "

@@ -139,7 +139,8 @@ class Disconnected(Exception):
 class Student:
     """One browser tab, minus the browser."""
 
-    def __init__(self, base_url: str, number: int, page: str, query: dict[str, str], timeout: float = 60):
+    def __init__(self, base_url: str, number: int, page: str, query: dict[str, str], timeout: float = 60,
+                 picks: bool = True):
         require_loopback(base_url)
         self.base = base_url.rstrip("/")
         self.number = number
@@ -153,6 +154,7 @@ class Student:
         self.widgets: dict[str, Widget] = {}  # user key -> widget drawn in the current view
         self.values: dict[str, object] = {}  # user key -> last value seen or sent
         self.map: MapView | None = None  # the attention map, while the page shows it
+        self.picks = picks  # whether this student clicks the map (the load's mix before picks: False)
         self.nonce = f"student{number}"
         self._fragment_run = False
         self.finished = None  # how the last script run ended (ForwardMsg.ScriptFinishedStatus)
@@ -293,7 +295,8 @@ class Student:
     def choices(self) -> list[str]:
         """What the student can change now: the sentence, the page, the layer and head where they are widgets, and
         the map's layer or head where the map is."""
-        return ["text", "page"] + [k for k in ("layer", "head") if k in self.widgets] + (["pick"] if self.map else [])
+        picks = ["pick"] if self.map and self.picks else []
+        return ["text", "page"] + [k for k in ("layer", "head") if k in self.widgets] + picks
 
     async def pick(self, rng: random.Random) -> float:
         """A new layer or head clicked on the map: its settled pick, one run of the map's fragment."""

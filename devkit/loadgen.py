@@ -74,6 +74,7 @@ class Report:
             "open_p95_s": round(percentile(opens, 95), 3) if opens else None,
             "errors": len(self.errors),
             "error_kinds": dict(Counter(r.error.split(":")[0] for r in self.errors)),
+            "kinds": dict(Counter(r.kind for r in self.interactions)),
             "dropped": len(self.dropped),
             "recoveries": len(self.recoveries),
             "recovery_max_s": round(max(self.recoveries), 2) if self.recoveries else None,
@@ -97,10 +98,10 @@ def student_link(number: int, rng: random.Random) -> tuple[str, dict[str, str]]:
 
 async def _student(base_url: str, number: int, report: Report, t_start: float, deadline: float,
                    think: tuple[float, float], max_interactions: int, ramp: float, timeout: float,
-                   seed: int) -> None:
+                   seed: int, picks: bool) -> None:
     rng = random.Random(seed * 1000 + number)
     page, query = student_link(number, rng)
-    student = Student(base_url, number, page, query, timeout=timeout)
+    student = Student(base_url, number, page, query, timeout=timeout, picks=picks)
     await asyncio.sleep(ramp * number / max(report.students, 1))
     kind, done = "open", 0
     dropped_at: float | None = None
@@ -139,8 +140,9 @@ async def _student(base_url: str, number: int, report: Report, t_start: float, d
 
 async def run_load(base_url: str, students: int, seconds: float, think: tuple[float, float] = (2.0, 5.0),
                    max_interactions: int = 1000, ramp: float = 5.0, timeout: float = 60.0, seed: int = 0,
-                   report: Report | None = None) -> Report:
+                   report: Report | None = None, picks: bool = True) -> Report:
     """Run `students` simulated students for `seconds` against base_url (loopback only); return the report.
+    picks: the students also click the map's layer and head on the Attention page (False: the mix before them).
 
     Pass a Report to watch the run from another thread while it fills.
     """
@@ -150,7 +152,7 @@ async def run_load(base_url: str, students: int, seconds: float, think: tuple[fl
     t_start = time.monotonic()
     deadline = t_start + seconds
     tasks = [asyncio.create_task(_student(base_url, i, report, t_start, deadline, think, max_interactions, ramp,
-                                          timeout, seed)) for i in range(students)]
+                                          timeout, seed, picks)) for i in range(students)]
     # Bounded: each student stops at the deadline; a run in flight may take up to `timeout` more.
     await asyncio.wait(tasks, timeout=seconds + timeout + 30)
     for task in tasks:
