@@ -10,8 +10,6 @@ settings. app_test() turns it off after AppTest has reset it, so every run goes 
 
 from __future__ import annotations
 
-import json
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1 import app_test as _streamlit_app_test
 
-from ui import state
+from ui import payload, state
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 
@@ -53,12 +51,7 @@ def figure_components(at: AppTest) -> list[Any]:
 def component_headers(at: AppTest) -> list[dict[str, Any]]:
     """The header of every app component's payload on the page (ui/payload.py's format: [uint32 LE length][JSON]),
     in page order: what the attention map or the head view was given, read without a browser."""
-    out = []
-    for element in at.get("bidi_component"):
-        data = element.proto.bytes
-        n = struct.unpack("<I", data[:4])[0]
-        out.append(json.loads(data[4:4 + n]))
-    return out
+    return [payload.decode(element.proto.bytes)[0] for element in at.get("bidi_component")]
 
 
 def text_box(at: AppTest, name: str) -> Any:

@@ -32,7 +32,6 @@ import asyncio
 import http.cookiejar
 import json
 import random
-import struct
 import time
 import urllib.parse
 import urllib.request
@@ -43,7 +42,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState, ContextInfo
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from ui import pages, state
+from ui import pages, payload, state
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 # URL paths of the app's pages, from its page registry; the default page is served at "/".
@@ -121,13 +120,11 @@ class MapView:
 
 
 def _unpack(data: bytes) -> tuple[dict, list[bytes]]:
-    """ui/payload.py `encode` read back: the header, and the parts its "zipped" sizes cut from the body."""
-    n = struct.unpack("<I", data[:4])[0]
-    header = json.loads(data[4:4 + n])
-    at = 4 + n + (-(4 + n) % 8)
-    parts = []
+    """A payload's header, and the parts its "zipped" sizes cut from the body."""
+    header, body = payload.decode(data)
+    parts, at = [], 0
     for size in header.get("zipped") or []:
-        parts.append(data[at:at + size])
+        parts.append(body[at:at + size])
         at += size
     return header, parts
 

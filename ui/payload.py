@@ -61,6 +61,12 @@ def encode(header: dict[str, Any], body: bytes | np.ndarray) -> bytes:
     return struct.pack("<I", len(head)) + head + b"\0" * pad + body
 
 
+def decode(data: bytes) -> tuple[dict[str, Any], bytes]:
+    """encode() read back: the header, and the body after the padding."""
+    n = struct.unpack("<I", data[:4])[0]
+    return json.loads(data[4:4 + n]), data[4 + n + (-(4 + n) % 8):]
+
+
 def deflated_layer(attention: torch.Tensor) -> bytes:
     """One layer's (H, T, T) weights as 8-bit steps, deflated (zlib format: the browser's DecompressionStream)."""
     return zlib.compress(quantise(attention, LEVELS_8).tobytes(), ZLIB_LEVEL)

@@ -43,7 +43,7 @@ pio.templates.default = None
 def _keep_slashes() -> None:
     """plotly.io.to_json writes every '/' as the six bytes \\u002f, for JSON pasted into an HTML <script>. '<' and '>'
     stay escaped, so '</script>' still cannot form, and Streamlit only parses the JSON. A map's z travels as base64,
-    one character in 64 a '/': at 512 tokens that was 70 kB (5 %) of each map (tests/encoder/test_viz.py checks it)."""
+    one character in 64 a '/': at 512 tokens that was 70 kB (5 %) of each map (tests/encoder/test_figures.py checks it)."""
     from plotly.io import _json
 
     for name in ("_swap_json", "_swap_orjson"):

@@ -126,7 +126,8 @@ class Shelf:
 
 def shelf() -> Shelf:
     """The lessons on offer and the files left out, the folder read afresh (a fixed file shows up)."""
-    entries = [Entry(name, load_builtin(name).title, len(load_builtin(name).slides), "built-in") for name in BUILTINS]
+    builtins = {name: load_builtin(name) for name in BUILTINS}
+    entries = [Entry(name, lesson.title, len(lesson.slides), "built-in") for name, lesson in builtins.items()]
     files, unlisted = _listing()
     said = []
     for file, read in _operator_lessons(files):
