@@ -49,6 +49,7 @@ from benchmarks.machine import cpu_name
 from devkit.hostile_inputs import LONG_PARAGRAPH
 from devkit.server import (
     COUNT_RUNS,  # counts script runs from now on
+    RUN_LOG_INIT,  # what COUNT_RUNS reads, installed before the page loads
     launch,
     streamlit_server,
     wait_ready,
@@ -124,6 +125,13 @@ def timed_inputs(page, act, n: int) -> list[float]:
 BIG = {"model": "custom", "d_model": "64", "num_heads": "16", "d_ff": "128", "num_layers": "12"}
 
 
+def counted_page(browser):
+    """A new page whose script runs COUNT_RUNS can count."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_init_script(RUN_LOG_INIT)
+    return context.new_page()
+
+
 def open_view(page, url: str, text: str, params: dict | None = None) -> float:
     t0 = time.perf_counter()
     page.goto(f"{url}{pages.page('inside-a-head').url}?" + urllib.parse.urlencode({"text": text} | (params or {})))
@@ -141,7 +149,7 @@ def bench(runs: int) -> dict:
     out = {"payload_128_bytes": size[128], "payload_512_bytes": size[512]}
     with streamlit_server() as (url, _), sync_playwright() as pw:
         browser = launch(pw)
-        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        page = counted_page(browser)
         out["open_128_s"] = open_view(page, url, texts[128])
         page.evaluate(COUNT_RUNS)
         toks = page.locator(".hv .hv-left .hv-tok")
@@ -158,7 +166,7 @@ def bench(runs: int) -> dict:
                 "layer_128_ms": statistics.median(layers), "hover_128_max_ms": max(hover),
                 "head_128_max_ms": max(heads), "layer_128_max_ms": max(layers)}
 
-        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        page = counted_page(browser)
         out["open_512_s"] = open_view(page, url, texts[512])
         page.wait_for_function(f"() => !{HV}.classList.contains('loading')", timeout=TIMEOUT_MS)
         page.evaluate(COUNT_RUNS)
@@ -171,7 +179,7 @@ def bench(runs: int) -> dict:
                 "runs_during_512_switches": page.evaluate("() => window.__runs"),
                 "layers_shipped_512": state(page).get("held", "")}
 
-        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        page = counted_page(browser)
         open_view(page, url, texts[512], BIG)
         page.wait_for_function(f"() => !{HV}.classList.contains('loading')", timeout=TIMEOUT_MS)
         held = {int(n) for n in state(page)["held"].split(",")}

@@ -29,30 +29,50 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 READY = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-# Run in a page (page.evaluate): from now on window.__runs counts the script runs it starts, window.__runStarts
-# holds when each started.
-# Counted from the observer's records, not from the attribute's value when the callback runs: a short run can start
-# and end before one callback, or its start and end can come in two callbacks after it is over.
+# Install in a page before it loads (context.add_init_script or page.add_init_script): the page's WebSocket notes
+# every script run the server starts and ends. Streamlit sends one ForwardMsg per WebSocket message; a run starts
+# with a `new_session` (field 4, full and fragment runs alike) and ends with a `script_finished` (field 6). The
+# message's top-level fields are read from the protobuf bytes, skipping each field's body. The page's
+# data-test-script-state attribute cannot count runs: React may batch a short run's start and end into one render,
+# so the attribute never changes.
+RUN_LOG_INIT = """(() => {
+  const Native = window.WebSocket;
+  const log = window.__runLog = {started: [], ended: 0, open: false};
+  const fields = (b) => {
+    const seen = new Set();
+    let i = 0;
+    const varint = () => { let v = 0, m = 1, c; do { c = b[i++]; v += (c & 127) * m; m *= 128; } while (c & 128); return v; };
+    while (i < b.length) {
+      const tag = varint(), wire = tag % 8;
+      seen.add(Math.floor(tag / 8));
+      if (wire === 0) varint();
+      else if (wire === 2) { const n = varint(); i += n; }  // not i += varint(): that adds to i's old value
+      else if (wire === 1) i += 8;
+      else if (wire === 5) i += 4;
+      else break;  // groups are not used by Streamlit's messages
+    }
+    return seen;
+  };
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', (e) => {  // added first, so it runs before Streamlit's own handler
+        if (!(e.data instanceof ArrayBuffer)) return;
+        const f = fields(new Uint8Array(e.data));
+        if (f.has(4)) { log.started.push(performance.now()); log.open = true; }
+        if (f.has(6)) { log.ended += 1; log.open = false; }
+      });
+    }
+  };
+})()"""
+# Run in a page with RUN_LOG_INIT installed (page.evaluate): from now on window.__runs counts the script runs the
+# server starts or has going, window.__runStarts holds when each started (performance.now()).
 COUNT_RUNS = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  let ended = 0, open = false;
-  window.__runStarts = [];
-  Object.defineProperty(window, '__runs', {configurable: true, get: () => ended + (open ? 1 : 0)});
-  new MutationObserver((records) => {
-    const now = app.getAttribute('data-test-script-state');
-    records.forEach((r, i) => {
-      const set = i + 1 < records.length ? records[i + 1].oldValue : now;  // what this change set the state to
-      if (r.oldValue === 'running') {  // a run ended (its start may not have been seen)
-        if (!open) window.__runStarts.push(performance.now());
-        ended += 1;
-        open = false;
-      }
-      if (set === 'running' && r.oldValue !== 'running' && !open) {
-        open = true;
-        window.__runStarts.push(performance.now());
-      }
-    });
-  }).observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state']});
+  const log = window.__runLog;
+  if (!log) throw new Error('the run log is not installed: add devkit.server.RUN_LOG_INIT before the page loads');
+  const ended = log.ended, before = log.started.length;
+  Object.defineProperty(window, '__runs', {configurable: true, get: () => log.ended - ended + (log.open ? 1 : 0)});
+  Object.defineProperty(window, '__runStarts', {configurable: true, get: () => log.started.slice(before)});
 }"""
 
 

@@ -24,7 +24,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import encoder
 from devkit.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
-from devkit.server import READY, ROOT, ServerLog, streamlit_server
+from devkit.server import READY, ROOT, RUN_LOG_INIT, ServerLog, streamlit_server
 from encoder import TAPS
 from encoder.config import EncoderConfig
 from encoder.tokenizer import encode
@@ -119,6 +119,7 @@ def app() -> Iterator[App]:
 
 def new_page(browser) -> Page:
     context = browser.new_context(viewport={"width": 1440, "height": 1300})
+    context.add_init_script(RUN_LOG_INIT)  # window.__runs once a test calls COUNT_RUNS
     page = context.new_page()
     page.dialogs = []  # any alert() means user text ran as script
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
