@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import pandas as pd
+import plotly.graph_objects as go
 import torch
 from torch import nn
 
@@ -112,6 +113,27 @@ class ByteCache:
 CACHE = ByteCache(lambda: CACHE_FACTOR * budget_bytes())
 
 
+class KeptFigure(go.Figure):
+    """A plotly figure kept beside a cached object (Beside) and drawn in every run of every session; nothing changes it
+    once it is kept. st.plotly_chart calls to_dict() on every draw, which in plotly.py deep-copies the figure and
+    encodes every array as base64 again: a kept figure makes that dict once. What plotly.io.to_json does to the dict
+    afterwards (drop trace uids) does not change it."""
+
+    _kept_dict: dict | None = None
+
+    def to_dict(self) -> dict:
+        if self._kept_dict is None:
+            self._kept_dict = super().to_dict()
+        return self._kept_dict
+
+
+def keepable(value: Any) -> Any:
+    """value, a plotly figure made a KeptFigure in place (no copy: a KeptFigure is a go.Figure with one method more)."""
+    if type(value) is go.Figure:
+        value.__class__ = KeptFigure
+    return value
+
+
 class Beside:
     """What is drawn from a cached object that never changes (a trace's figures, a chart's), kept beside it.
 
@@ -146,7 +168,7 @@ class Beside:
             if key in values:
                 values.move_to_end(key)
                 return values[key]
-        value = compute()  # outside the lock: two sessions may both build it the first time, and one is kept
+        value = keepable(compute())  # outside the lock: two sessions may both build it the first time, one is kept
         with self._lock:
             values = self._values(owner)
             kept = values.setdefault(key, value)

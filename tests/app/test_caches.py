@@ -120,3 +120,20 @@ def test_figures_of_a_trace_are_kept_only_for_eval_mode_traces_up_to_128_tokens(
         assert ui.kept_figure(trace, ("pair",), lambda tag=tag: build(tag)) is not ui.kept_figure(
             trace, ("pair",), lambda tag=tag: build(tag))
     assert calls == ["short", "other knock-outs", "train", "train", "long", "long"]
+
+
+def test_a_kept_figure_draws_what_its_figure_draws_and_makes_its_dict_once():
+    from plotly.io import to_json
+
+    from encoder.viz import attention
+    from ui.caches import KeptFigure
+
+    trace = encoder.run(encoder.load_pretrained(), "The cat sat on the mat.")
+    beside, owner = Beside(), Held("trace")
+    kept = beside.get(owner, "map", lambda: attention.attention_heatmap(trace, 2, 3))
+    assert type(kept) is KeptFigure and kept.layout.height  # still the figure: the pages read its properties
+    fresh = to_json(attention.attention_heatmap(trace, 2, 3), validate=False)
+    # What st.plotly_chart sends, byte for byte, on every draw; the second draw reuses the first one's dict.
+    assert [to_json(kept, validate=False) for _ in range(3)] == [fresh] * 3
+    assert kept.to_dict() is kept.to_dict()
+    assert beside.get(owner, "note", lambda: "not a figure") == "not a figure"
