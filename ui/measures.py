@@ -13,6 +13,7 @@ from encoder.analysis.measures import MEASURES, Maps, Measure
 
 from . import Frame, get_model, get_trace
 from .caches import CACHE
+from .priority import behind
 
 Progress = Callable[[int, int], None]
 
@@ -32,8 +33,8 @@ def get_maps(fr: Frame, key: str, token: int | None = None, progress: Progress |
     if progress is not None and _takes_progress(m):
         options["progress"] = progress
     model_key, device = fr.trace_key[:2]
-    return CACHE.get(("measure", key, token, *fr.trace_key),
-                     lambda: m.compute(get_model(model_key, device), get_trace(*fr.trace_key), **options))
+    return CACHE.get(("measure", key, token, *fr.trace_key), lambda: behind(
+        lambda: m.compute(get_model(model_key, device), get_trace(*fr.trace_key), **options)))
 
 
 def cached(fr: Frame, key: str, token: int | None = None) -> bool:

@@ -19,6 +19,7 @@ from encoder.analysis.ranking import Case, Ranking, rank_measures
 from . import Frame, get_model, purpose
 from . import measures as measure_maps
 from .caches import CACHE
+from .priority import behind
 from .progress import Progress
 
 __all__ = ["Progress", "get_attribution", "get_chart", "get_ranking", "target_of", "ranking_cases"]
@@ -62,7 +63,7 @@ def get_attribution(fr: Frame, text: str, target: Target, method: str, steps: in
         return attribute(get_model(fr.model_key, fr.device), trace, target, method, **options)
 
     key = ("why-attribution", *_run_key(fr, text, knocks), _target_key(target), method, steps if method == "ig" else 0)
-    return CACHE.get(key, compute)
+    return CACHE.get(key, lambda: behind(compute))
 
 
 def get_chart(fr: Frame, text: str, target: Target, steps: int, knocks: purpose.Knocks,
@@ -93,7 +94,7 @@ def get_chart(fr: Frame, text: str, target: Target, steps: int, knocks: purpose.
                                     progress=show("Perturbed sentences run") if show else None)
         return chart, faithfulness.Scores(scores, labels, skipped)
 
-    return CACHE.get(("why-chart", *_run_key(fr, text, knocks), _target_key(target), steps), compute)
+    return CACHE.get(("why-chart", *_run_key(fr, text, knocks), _target_key(target), steps), lambda: behind(compute))
 
 
 def chart_cached(fr: Frame, text: str, target: Target, steps: int, knocks: purpose.Knocks) -> bool:
@@ -127,7 +128,7 @@ def get_ranking(fr: Frame, kind: str, pool: str, steps: int, knocks: purpose.Kno
         return rank_measures(get_model(fr.model_key, fr.device), ranking_cases(kind, pool), ablate=knocks, steps=steps,
                              progress=show("Sentences done") if show else None)
 
-    return CACHE.get(_ranking_key(fr, kind, pool, steps, knocks), compute)
+    return CACHE.get(_ranking_key(fr, kind, pool, steps, knocks), lambda: behind(compute))
 
 
 def ranking_cached(fr: Frame, kind: str, pool: str, steps: int, knocks: purpose.Knocks) -> Ranking | None:
