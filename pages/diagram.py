@@ -22,8 +22,9 @@ def cost_of(cfg: EncoderConfig, seq: int) -> None:
     m2.metric("Per layer", f"{params['per_layer'] / 1e6:.2f} M")
     flops = f"{ops['total'] / 1e9:.2f} G" if ops["total"] >= 1e8 else f"{ops['total'] / 1e6:.1f} M"
     st.metric(f"FLOPs for {seq} tokens", flops)
-    one = cost.param_counts(cfg).query("block == 'layer 0'")[["part", "params"]]
-    work = cost.flops(cfg, seq).query("block == 'layer 0'")[["part", "flops"]]
+    counts, ops_by_part = cost.param_counts(cfg), cost.flops(cfg, seq)
+    one = counts[counts["block"] == "layer 0"][["part", "params"]]
+    work = ops_by_part[ops_by_part["block"] == "layer 0"][["part", "flops"]]
     st.dataframe(one, hide_index=True, width="stretch",
                  column_config={"params": st.column_config.NumberColumn("parameters", format="localized")})
     st.dataframe(work, hide_index=True, width="stretch",

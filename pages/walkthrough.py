@@ -16,6 +16,11 @@ def tensor_stats(x: torch.Tensor) -> dict[str, float]:
             "zero_frac": float((x == 0).double().mean())}
 
 
+def _stats_row(stats, layer: int, tap: str):
+    """The statistics of one tap of one layer (a boolean mask: DataFrame.query parses its expression on every run)."""
+    return stats[(stats["layer"] == layer) & (stats["tap"] == tap)].iloc[0]
+
+
 def page() -> None:
     """Previous and Next through the layer's steps: the diagram with the step's node lit, and its tensor."""
     fr, trace = ui.need_trace()
@@ -51,13 +56,14 @@ def page() -> None:
         x = trace.final if final else trace.taps[layer][step.tap]
         where = f"After layer {trace.num_layers - 1}, final LayerNorm" if final else f"Layer {layer}, {step.tap}"
         st.plotly_chart(
-            activations.tensor_heatmap(x, trace.labels, f"{where}: {tuple(x.shape)}",
-                                       subtitle=style.mode_note(trace.train).removeprefix(" · "), presentation=fr.present),
+            ui.kept_figure(trace, ("walkthrough", layer, step.tap, fr.present), lambda: activations.tensor_heatmap(
+                x, trace.labels, f"{where}: {tuple(x.shape)}", subtitle=style.mode_note(trace.train).removeprefix(" · "),
+                presentation=fr.present)),
             config=export.png_config(export.export_name(trace, "step", f"L{layer}", step.tap,
                                                         model=export.model_tag(trace.config, fr.model_key))),
         )
         st.write(step.text)
-        row = tensor_stats(x) if final else trace.stats().query("layer == @layer and tap == @step.tap").iloc[0]
+        row = tensor_stats(x) if final else _stats_row(trace.stats(), layer, step.tap)
         m = st.columns(4)
         m[0].metric("mean", f"{row['mean']:.3f}")
         m[1].metric("std", f"{row['std']:.3f}")
