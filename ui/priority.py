@@ -48,8 +48,8 @@ def behind(compute: Callable[[], T]) -> T:
 
     def work() -> None:
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
-        except (AttributeError, OSError):  # not Linux, or not allowed: the computation runs at the usual priority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), max(NICE, niceness()))  # never higher
+        except (AttributeError, OSError):  # not Linux, or not allowed: the computation runs at the caller's priority
             pass
         setattr(threading.current_thread(), SCRIPT_RUN_CONTEXT_ATTR_NAME, ctx)  # as add_script_run_ctx does
         try:
