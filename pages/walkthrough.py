@@ -1,5 +1,6 @@
 """Step through a layer: walk one encoder layer's data flow, node by node, with the tensor at each stop."""
 
+import pandas as pd
 import streamlit as st
 import torch
 
@@ -16,7 +17,7 @@ def tensor_stats(x: torch.Tensor) -> dict[str, float]:
             "zero_frac": float((x == 0).double().mean())}
 
 
-def _stats_row(stats, layer: int, tap: str):
+def _stats_row(stats: pd.DataFrame, layer: int, tap: str) -> pd.Series:
     """The statistics of one tap of one layer (a boolean mask: DataFrame.query parses its expression on every run)."""
     return stats[(stats["layer"] == layer) & (stats["tap"] == tap)].iloc[0]
 

@@ -7,10 +7,12 @@ import threading
 from dataclasses import dataclass
 
 import torch
+from plotly.io import to_json
 
 import encoder
 import ui
-from ui.caches import Beside, ByteCache
+from encoder.viz import attention
+from ui.caches import Beside, ByteCache, KeptFigure
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,11 +125,6 @@ def test_figures_of_a_trace_are_kept_only_for_eval_mode_traces_up_to_128_tokens(
 
 
 def test_a_kept_figure_draws_what_its_figure_draws_and_makes_its_dict_once():
-    from plotly.io import to_json
-
-    from encoder.viz import attention
-    from ui.caches import KeptFigure
-
     trace = encoder.run(encoder.load_pretrained(), "The cat sat on the mat.")
     beside, owner = Beside(), Held("trace")
     kept = beside.get(owner, "map", lambda: attention.attention_heatmap(trace, 2, 3))
