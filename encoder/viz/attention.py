@@ -20,6 +20,19 @@ from . import axes, style
 from .text import label, text_px
 
 SCALES = ("fixed", "auto", "row")  # attention colour scales: 0 to 1, 0 to this map's largest weight, per row
+# With per-row colours the hover's true weight travels as a second array beside the colours (plotly cannot multiply
+# in a hover): past this many tokens that doubles a 512-token map to 2.8 MB, so there the hover prints the share of
+# the row's largest weight that the colour shows (the weights themselves: fixed or auto colours, or the CSV).
+ROW_WEIGHTS_UP_TO = 256
+
+
+def row_hover(scale: str, tokens: int) -> tuple[str, bool]:
+    """A heatmap's hover number under a colour scale, and whether the true weights travel as customdata for it."""
+    if scale != "row":
+        return "%{z:.3f}", False
+    if tokens <= ROW_WEIGHTS_UP_TO:
+        return "%{customdata:.3f}", True
+    return "%{z:.3f} of its row's largest", False
 
 
 def _pattern(trace: Trace, layer: int, head: int | None, hide_special: bool) -> tuple[np.ndarray, list[int]]:
@@ -53,13 +66,15 @@ def colour_scale(w: np.ndarray, scale: str) -> tuple[np.ndarray, float, float, s
 
 
 def _heatmap(w: np.ndarray, cats: list[str], scale: str, note: str = "", **extra: object) -> dict:
-    """One attention heatmap trace (queries x keys) under a colour scale; hover always shows the true weight."""
+    """One attention heatmap trace (queries x keys) under a colour scale; hover shows the true weight (per-row colours
+    past ROW_WEIGHTS_UP_TO tokens: the share of its row's largest that the colour shows)."""
     z, zmin, zmax, bar = colour_scale(w, scale)
     gap = 1 if len(cats) <= 40 else 0
-    hover = "%{y} → %{x}: " + ("%{customdata:.3f}" if scale == "row" else "%{z:.3f}") + note + "<extra></extra>"
+    shown, weights = row_hover(scale, len(cats))
     return dict(type="heatmap", z=z, x=cats, y=cats, zmin=zmin, zmax=zmax, colorscale=style.colorscale(style.ATTENTION_SCALE),
                 xgap=gap, ygap=gap, colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1),
-                hovertemplate=hover, **({"customdata": w} if scale == "row" else {}), **extra)
+                hovertemplate=f"%{{y}} → %{{x}}: {shown}{note}<extra></extra>", **({"customdata": w} if weights else {}),
+                **extra)
 
 
 def _hidden_note(trace: Trace, shown: int) -> str:
@@ -155,9 +170,9 @@ def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_speci
         layout[f"yaxis{n}"] = dict(axis, domain=[y0, y1], anchor=f"x{n}", ticks="", autorange="reversed",
                                    scaleanchor=f"x{n}", constrain="domain", showticklabels=ticks and c == 0)
         z = weights[i].astype(np.float32)
-        shown = "%{customdata:.3f}" if scale == "row" else "%{z:.3f}"
+        shown, exact = row_hover(scale, len(cats))
         data.append(dict(type="heatmap", z=colour_scale(z, scale)[0], x=cats, y=cats, coloraxis="coloraxis",
-                         xaxis=f"x{n}", yaxis=f"y{n}", **({"customdata": z} if scale == "row" else {}),
+                         xaxis=f"x{n}", yaxis=f"y{n}", **({"customdata": z} if exact else {}),
                          hovertemplate=f"layer {layer}, head {head}<br>%{{y}} → %{{x}}: {shown}<extra></extra>"))
         cells.append([x0, x1, y0, y1])
     layout["coloraxis"] = dict(cmin=0, cmax=top, colorscale=style.colorscale(style.ATTENTION_SCALE),
@@ -240,10 +255,10 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
                                    title=dict(text="key (attended to)"))
         layout[f"yaxis{n}"] = dict(axis, domain=[0, 1], anchor=f"x{n}", autorange="reversed",
                                    showticklabels=i == 0, title=dict(text="query" if i == 0 else ""))
-        hover = "%{customdata:.3f}" if scale == "row" else "%{z:.3f}"
+        hover, exact = row_hover(scale, len(cats))
         data.append(dict(type="heatmap", z=z, x=cats, y=cats, coloraxis="coloraxis", xaxis=f"x{n}", yaxis=f"y{n}",
                          xgap=1 if len(cats) <= 40 else 0, ygap=1 if len(cats) <= 40 else 0,
-                         **({"customdata": w} if scale == "row" else {}),
+                         **({"customdata": w} if exact else {}),
                          hovertemplate=f"{label(name, 30)}: %{{y}} → %{{x}}: {hover}<extra></extra>"))
         notes.append(style.paper_note(f"<b>{label(name, 40)}</b>", (x0 + x1) / 2, 1.0, layout["font"]["size"],
                                       yanchor="bottom"))

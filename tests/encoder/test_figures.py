@@ -111,10 +111,35 @@ def test_colour_scales(small):
     np.testing.assert_allclose(z.max(1), 1, rtol=1e-6)
     np.testing.assert_allclose(z * w.max(1, keepdims=True), w, rtol=1e-5)
     np.testing.assert_allclose(np.asarray(row.customdata), w)  # hover still shows the true weight
+    assert "customdata" in row.hovertemplate
     grid = attention.attention_grid(small, 1, scale="auto")
     assert grid.layout.coloraxis.cmax == pytest.approx(small.attention[1].numpy().round(3).max())
     with pytest.raises(ValueError, match="scale='loud'"):
         attention.attention_heatmap(small, 0, 0, scale="loud")
+
+
+def test_per_row_colours_past_the_limit_hover_the_share_they_colour_and_send_one_array():
+    """Past ROW_WEIGHTS_UP_TO tokens the true weights beside the colours would double a map's bytes (a 512-token
+    pair: 5.7 MB): the hover prints the share of the row's largest weight, which is what the colour shows."""
+    def model(norm):
+        return encoder.build_model(encoder.EncoderConfig(d_model=32, num_heads=2, d_ff=64, num_layers=1, norm=norm))
+
+    post, pre = model("post"), model("pre")
+    for text in (SENTENCE, " ".join(["word"] * 300)):
+        runs = {"Post-LN": encoder.run(post, text), "Pre-LN": encoder.run(pre, text)}
+        long = runs["Post-LN"].seq_len > attention.ROW_WEIGHTS_UP_TO
+        pair = attention.attention_pair(runs, 0, 1, scale="row")
+        one = attention.attention_heatmap(runs["Pre-LN"], 0, 1, scale="row").data[0]
+        for heatmap, trace in ((pair.data[0], runs["Post-LN"]), (pair.data[1], runs["Pre-LN"]), (one, runs["Pre-LN"])):
+            w = trace.attention[0, 1].numpy()
+            np.testing.assert_allclose(np.asarray(heatmap.z) * w.max(1, keepdims=True), w, rtol=1e-5)
+            assert ("of its row's largest" in heatmap.hovertemplate) == long
+            if long:
+                assert heatmap.customdata is None and "%{z:.3f}" in heatmap.hovertemplate
+            else:
+                np.testing.assert_allclose(np.asarray(heatmap.customdata), w)
+    fixed = attention.attention_pair(runs, 0, 1, scale="fixed")
+    assert len(plotly.io.to_json(pair)) < 1.1 * len(plotly.io.to_json(fixed))  # one array per map, as with fixed
 
 
 def test_attention_pair_shares_one_colour_bar_and_splits_the_width(small, pre):
