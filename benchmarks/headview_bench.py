@@ -267,6 +267,14 @@ def centre(page, selector: str, i: int) -> tuple[float, float]:
     return b["x"] + b["width"] / 2, b["y"] + b["height"] / 2
 
 
+def on_screen(page, selector: str) -> list[int]:
+    """The indices of the elements wholly inside the viewport: a person hovers what they see (a mouse moved past the
+    window's edge reaches nothing, and a click would scroll first)."""
+    return page.evaluate(f"""(sel) => {{ const h = window.innerHeight;
+      return [...({HV}).querySelectorAll(sel.replace(/^[.]hv /, ''))].map((e, i) => [e.getBoundingClientRect(), i])
+        .filter(([b]) => b.top >= 0 && b.bottom <= h).map(([, i]) => i); }}""", selector)
+
+
 def clicks(page, selectors: list[str]) -> list:
     return [lambda sel=sel: page.locator(sel).click() for sel in selectors]
 
@@ -288,11 +296,11 @@ def headview_events(page, url: str, text: str) -> dict:
     open_at(page, url, pages.page("inside-a-head").url, {"text": text}, "hv")
     out = {}
     toks = ".hv .hv-left .hv-tok"
-    n = page.locator(toks).count()
-    moves = [centre(page, toks, (3 + 7 * i) % n) for i in range(12)]
+    seen = on_screen(page, toks)
+    moves = [centre(page, toks, seen[(3 + 7 * i) % len(seen)]) for i in range(12)]
     out["hover"] = timed_batch(page, "hv", [lambda xy=xy: page.mouse.move(*xy) for xy in moves])
     out["leave"] = timed_batch(page, "hv", [lambda xy=xy: leave_after(page, xy) for xy in moves[:6]])
-    out["click"] = timed_batch(page, "hv", clicks(page, [f"{toks} >> nth={(2 + 5 * i) % n}" for i in range(6)]))
+    out["click"] = timed_batch(page, "hv", clicks(page, [f"{toks} >> nth={seen[(2 + 5 * i) % len(seen)]}" for i in range(6)]))
     settle_app(page)
     out["layer"] = timed_batch(page, "hv", clicks(page, [f'.hv button[data-layer="{(i + 4) % 6}"]' for i in range(6)]))
     settle_app(page)

@@ -295,9 +295,9 @@ export class Hooks {
     Object.assign(this, { undo: [], timers: new Set(), frames: new Set() });
   }
 
-  listen(target, type, fn) {
-    target.addEventListener(type, fn);
-    this.undo.push(() => target.removeEventListener(type, fn));
+  listen(target, type, fn, options = {}) {
+    target.addEventListener(type, fn, options);
+    this.undo.push(() => target.removeEventListener(type, fn, options));
   }
 
   // fn whenever the node or the window changes size, or the page above moves the node up or down (a title or a

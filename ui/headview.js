@@ -1,8 +1,8 @@
 // The head view (issue 12): tokens in two columns joined by lines whose opacity is the attention weight. Joined
 // after ui/component_base.js (ui/components.py), whose decode() and Layers hold the payload (ui/payload.py), so
 // hovering a token, or switching head or layer among the layers shipped, never waits for the server.
-// In four parts: layout (sizes from the screen and the tokens), drawing (canvas overview, SVG focus lines, the
-// slide exports), input (events to actions) and sync (the pick back to the app, through the base's PickSync).
+// In four parts: layout (sizes from the screen and the tokens), drawing (canvas overview, focus lines on a canvas
+// the size of the screen, the slide exports), input (events to actions) and sync (the pick back to the app, through the base's PickSync).
 
 const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
   "#7f7f7f", "#bcbd22", "#393b79", "#637939", "#843c39", "#7b4173", "#3182bd", "#e6550d"];
@@ -101,19 +101,24 @@ function strokeLines(ctx, all, T, x0, x1, y, width, focus, minW) {
   ctx.restore();
 }
 
-// A token's numbers (value, colour) as the spans of its box, reusing the spans already there.
+// A token's numbers (value, colour) in the spans of its box. Spans are made once and then only their text changes
+// (blank when unused): adding and removing 512 spans on every hover and leave cost more than the lines themselves.
 function setNums(box, items, digits) {
-  while (box.childElementCount > items.length) box.lastChild.remove();
-  while (box.childElementCount < items.length) box.append(el("span", "hv-num"));
-  items.forEach(([w, colour], n) => {
+  while (box.childElementCount < items.length) {
+    const span = el("span", "hv-num");
+    span.append(document.createTextNode(""));
+    box.append(span);
+  }
+  for (let n = 0; n < box.childElementCount; n++) {
     const span = box.children[n];
-    const text = w.toFixed(digits);
-    if (span.textContent !== text) span.textContent = text;
+    const text = n < items.length ? items[n][0].toFixed(digits) : "";
+    if (span.firstChild.data !== text) span.firstChild.data = text;
+    const colour = n < items.length ? items[n][1] : span.dataset.c;
     if (span.dataset.c !== colour) {
       span.dataset.c = colour;
       span.style.color = colour;
     }
-  });
+  }
 }
 
 class HeadView extends View {
@@ -121,7 +126,9 @@ class HeadView extends View {
     super(parent, "hv", () => this.layers.has(this.layer));
     this.root.tabIndex = -1;
     Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], numbered: null, lines: RAW_LINES,
-      inked: null }); // inked: what the overview on the canvas shows (layer, mode, heads, lines), or null: blank
+      inked: null, // inked: what the overview on the canvas shows (layer, mode, heads, lines), or null: blank
+      band: null }); // band: the rows [top, bottom) in px the focus canvas holds, or null: none drawn
+    this.root.focusLines = []; // the focus's lines {q, k, head, colour, opacity, weight}, for the tests too
     this.build();
     this.wire();
   }
@@ -142,8 +149,9 @@ class HeadView extends View {
     this.right = el("div", "hv-col hv-right");
     this.mid = el("div", "hv-mid");
     this.canvas = el("canvas", "hv-canvas");
-    this.svg = svgEl("svg", { class: "hv-svg" });
-    this.mid.append(this.canvas, this.svg);
+    this.focusCanvas = el("canvas", "hv-focus");
+    this.focusCanvas.hidden = true;
+    this.mid.append(this.canvas, this.focusCanvas);
     stage.append(this.left, this.mid, this.right);
     this.root.append(bar, this.status, stage);
   }
@@ -270,9 +278,7 @@ class HeadView extends View {
     const height = Math.max(1, this.top + this.rowH * this.T);
     fitCanvas(this.canvas, this.width, height); // which also empties it
     this.inked = null;
-    for (const [k, v] of Object.entries({ width: this.width, height, viewBox: `0 0 ${this.width} ${height}` })) {
-      this.svg.setAttribute(k, String(v));
-    }
+    this.band = null;
     this.draw();
   }
 
@@ -293,16 +299,19 @@ class HeadView extends View {
       this.say(`Loading layer ${this.layer}…`);
       return; // the previous picture stays (dimmed) until the layer arrives: never a blank page
     }
-    this.drawn = 0; // focus lines drawn so far: drawFocus reuses the <line> elements already there
+    const midTop = this.mid.getBoundingClientRect().top; // read before anything is written: no layout forced
     for (const d of this.marked) d.classList.remove("hv-on");
     this.marked = [];
     const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
-    this.root.style.setProperty("--nums", String(Math.max(1, all.length))); // long inputs keep room for this many
+    // The number boxes keep room for this many. Set only when it changes: an inherited property set on the root, even
+    // to the value it has, makes the browser compute the style of every row again (thousands of boxes at 512 tokens).
+    const nums = String(Math.max(1, all.length));
+    if (this.root.style.getPropertyValue("--nums") !== nums) this.root.style.setProperty("--nums", nums);
     const numbered = this.numbered; // the column whose boxes hold numbers ("q", "k" or null): the other one's
     this.numbered = null;
+    this.root.focusLines = [];
     if (this.focus) this.drawFocus(all);
-    if (!this.drawn) this.svg.replaceChildren();
-    while (this.svg.childElementCount > this.drawn) this.svg.lastChild.remove();
+    this.paintFocus(true, midTop);
     // Numbers beside the other column are rewritten in place, and a column's boxes are emptied only when it no
     // longer holds numbers: hovering from token to token at 512 tokens then changes text, not the page's layout.
     if (numbered && numbered !== this.numbered) {
@@ -324,48 +333,68 @@ class HeadView extends View {
       }
       this.say(this.describe());
     }
-    // A canvas out of sight leaves the page: at 512 tokens it is a layer 9,000 px tall that every frame would hand on.
-    this.canvas.hidden = !!this.focus || !this.inked;
+    // A blank canvas leaves the page: at 512 tokens it is a layer 9,000 px tall that every frame would hand on. One
+    // that holds the overview only turns transparent while a token has the focus: the compositor keeps its picture,
+    // so leaving the columns shows it again without handing 9,000 px of it over once more.
+    this.canvas.hidden = !this.inked;
+    this.canvas.classList.toggle("hv-off", !!this.focus);
     this.stamp.drawn();
   }
 
-  // The next focus line: the <line> already in that place with only its changed attributes set, or a new one. From
-  // one token to the next most attributes stay (the other column's end, the colour, the width), so a hover at 512
-  // tokens sets about a third of what 512 new elements would.
-  line(attrs) {
-    let e = this.svg.children[this.drawn++];
-    if (!e) {
-      e = svgEl("line");
-      e.held = {};
-      this.svg.append(e);
+  // The focus's lines on a canvas as tall as the screen (plus half a screen above and below), placed over the rows
+  // in sight and drawn again when scrolling leaves that band: at 512 tokens a token's 512 lines are a few strokes,
+  // where as elements they cost the browser a style and layout pass each. again: the lines changed; midTop: where
+  // the lines' column starts on the screen.
+  paintFocus(again, midTop) {
+    const c = this.focusCanvas;
+    const lines = this.root.focusLines;
+    if (!lines.length) {
+      c.hidden = true;
+      this.band = null;
+      return;
     }
-    for (const [k, v] of Object.entries(attrs)) {
-      const text = String(v);
-      if (e.held[k] !== text) {
-        e.held[k] = text;
-        e.setAttribute(k, text);
-      }
+    const screen = window.innerHeight;
+    const full = this.top + this.rowH * this.T;
+    const seen = [Math.max(0, -midTop), Math.min(full, screen - midTop)];
+    if (!again && this.band && seen[0] >= this.band[0] && seen[1] <= this.band[1]) return;
+    const top = Math.max(0, Math.floor(seen[0] - screen / 2));
+    const bottom = Math.min(full, Math.max(top + 1, Math.ceil(seen[1] + screen / 2)));
+    this.band = [top, bottom];
+    const dpr = fitCanvas(c, this.width, bottom - top); // which also empties it
+    c.style.top = `${top}px`;
+    const ctx = c.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, -top * dpr);
+    ctx.lineWidth = this.lineWidth() + 1;
+    for (const l of lines) {
+      const [y1, y2] = [this.y(l.q), this.y(l.k)];
+      if (Math.max(y1, y2) < top || Math.min(y1, y2) > bottom) continue;
+      ctx.globalAlpha = l.opacity;
+      ctx.strokeStyle = l.colour;
+      ctx.beginPath();
+      ctx.moveTo(0, y1);
+      ctx.lineTo(this.width, y2);
+      ctx.stroke();
     }
+    c.hidden = false;
   }
 
-  // One token's lines in SVG (each with its weight, for the hover and the tests), weights beside the other column.
+  // One token's lines (each with its weight, for the status line and the tests), weights beside the other column.
   drawFocus(all) {
     const { side, i } = this.focus;
     const mine = side === "q" ? this.leftToks : this.rightToks;
     mine[i].classList.add("hv-on");
     this.marked.push(mine[i]);
-    const width = String(this.lineWidth() + 1);
     const labels = Array.from({ length: this.T }, () => []);
     const unit = this.layers.tops[this.layer]; // a line's opacity is its value as a fraction of this
+    const lines = this.root.focusLines;
     for (const s of all) {
       eachLine(s.plane, this.T, this.focus, 0, (q, k, w) => {
-        this.line({ x1: 0, y1: this.y(q), x2: this.width, y2: this.y(k), stroke: s.colour,
-          "stroke-opacity": w.toFixed(4), "stroke-width": width, class: "hv-line", "data-q": q, "data-k": k,
-          "data-head": s.head, "data-weight": (w * unit).toFixed(6) });
+        lines.push({ q, k, head: String(s.head), colour: s.colour, opacity: w, weight: w * unit });
         labels[side === "q" ? k : q].push([w * unit, s.colour]);
       });
     }
-    this.root.dataset.labels = side === "q" ? "k" : "q";
+    const labelled = side === "q" ? "k" : "q";
+    if (this.root.dataset.labels !== labelled) this.root.dataset.labels = labelled;
     const digits = this.coarse ? 2 : 3;
     this.numbered = side === "q" ? "k" : "q";
     (side === "q" ? this.rightNums : this.leftNums).forEach((box, j) => setNums(box, labels[j], digits));
@@ -482,6 +511,16 @@ class HeadView extends View {
       });
     }
     h.resized(this.mid, () => this.layout());
+    // Scrolling (the page's, wherever it scrolls) may bring rows past the focus canvas's band into sight.
+    let queued = false;
+    h.listen(document, "scroll", () => {
+      if (queued || !this.band) return;
+      queued = true;
+      h.frame(() => {
+        queued = false;
+        this.paintFocus(false, this.mid.getBoundingClientRect().top);
+      });
+    }, { capture: true, passive: true });
   }
 
   input(event, action) {

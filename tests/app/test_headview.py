@@ -28,7 +28,7 @@ from ui import payload, settings
 app = test_browser.app  # the browser tests' server fixture; `browser` comes from conftest.py
 SENTENCE = settings.DEFAULT_SENTENCE
 STEP = 1 / payload.LEVELS  # weights travel in steps of 1/65535; a drawn weight is within half a step
-TOL = STEP / 2 + 1e-6  # plus the 6 decimals of the data attribute
+TOL = STEP / 2 + 1e-6
 TOL_8 = 1 / 510 + 1e-6  # past 128 tokens: 8-bit steps of 1/255
 
 HV = """() => document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hv')"""
@@ -36,8 +36,8 @@ STATE_JS = f"""() => {{
   const r = ({HV})();
   if (!r) return null;
   return {{...r.dataset, loading: r.classList.contains('loading'),
-          lines: [...r.querySelectorAll('line.hv-line')].map(l => [+l.dataset.q, +l.dataset.k, l.dataset.head,
-                                                                   +l.dataset.weight]),
+          lines: r.focusLines.map(l => [l.q, l.k, l.head, l.weight]),
+          focusShown: !r.querySelector('canvas.hv-focus').hidden,
           left: [...r.querySelectorAll('.hv-left .hv-text')].map(e => e.textContent),
           right: [...r.querySelectorAll('.hv-right .hv-text')].map(e => e.textContent),
           elements: [...r.querySelectorAll('*')].map(e => e.tagName.toLowerCase()),
@@ -249,6 +249,42 @@ def test_long_input_switches_layers_without_a_script_run_and_says_its_precision(
 # more than payload.SHIP_LIMIT (a random model's smooth maps in inference deflate to 1.8 MB: they would all fit).
 BIG = {"model": "custom", "d_model": "64", "num_heads": "16", "d_ff": "128", "num_layers": "8", "dropout": "0.5",
        "train": "true"}
+
+
+# The focus canvas against the rows on screen: its band in the lines' column, the column's rows in sight, and how
+# many of its pixels in sight hold ink.
+BAND_JS = f"""() => {{
+  const r = ({HV})();
+  const c = r.querySelector('canvas.hv-focus'), mid = r.querySelector('.hv-mid').getBoundingClientRect();
+  const end = r.querySelector('.hv-right .hv-tok:last-child').getBoundingClientRect().bottom - mid.top;
+  const top = c.offsetTop, rows = [Math.max(0, -mid.top), Math.min(end, innerHeight - mid.top)];
+  const dpr = c.width / c.clientWidth;
+  const from = Math.max(0, rows[0] - top) * dpr, to = Math.min(c.clientHeight, rows[1] - top) * dpr;
+  const d = c.getContext('2d').getImageData(0, Math.floor(from), c.width, Math.max(1, Math.floor(to - from))).data;
+  let ink = 0;
+  for (let i = 3; i < d.length; i += 4) ink += d[i] > 0;
+  return {{shown: !c.hidden, band: [top, top + c.clientHeight], rows, ink}};
+}}"""
+
+
+def test_a_pinned_tokens_lines_follow_the_rows_on_screen_as_the_page_scrolls(page, app):
+    """At 512 tokens the focus lines are painted on a canvas about twice the screen's height, over the rows in sight:
+    scrolling the page far down keeps them drawn where the reader looks."""
+    open_view(page, app, {"text": BY_ID["repeated_600_tokens"]})
+    wait_state(page, lambda s: s["t"] == "512" and not s["loading"])
+    token(page, "left", 40).click()  # pinned: its lines stay while the page scrolls
+    wait_state(page, lambda s: s["pinned"] and s["focus"] == "q40" and s["lines"])
+    seen = []
+    for row in (200, 380, 505):
+        token(page, "right", row).scroll_into_view_if_needed()
+        covered = f"() => {{ const b = ({BAND_JS})(); return b.band[0] <= b.rows[0] && b.rows[1] <= b.band[1] + 1; }}"
+        page.wait_for_function(covered, timeout=CHANGE_MS)  # + 1: a canvas is whole pixels
+        got = page.evaluate(BAND_JS)
+        assert got["shown"] and got["ink"] > 0, got  # lines from query 40 cross every row below it
+        seen.append(got["band"][0])
+    assert seen == sorted(seen) and seen[0] < seen[-1]  # the band moved down with the page
+    assert state(page)["focus"] == "q40"
+    assert_clean(page, app)
 
 
 def test_a_layer_that_did_not_fit_reruns_the_head_view_alone(page, app):
@@ -464,7 +500,7 @@ OVERVIEW_JS = f"""() => {{
   const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
   let sum = 0, ink = 0;
   for (let i = 3; i < d.length; i += 4) {{ sum = (sum * 31 + d[i] + i) % 2147483647; ink += d[i] > 0; }}
-  return {{shown: !c.hidden, sum, ink}};
+  return {{shown: !c.hidden && getComputedStyle(c).opacity !== '0', sum, ink}};
 }}"""
 
 
