@@ -103,12 +103,14 @@ function strokeLines(ctx, all, T, x0, x1, y, width, focus, minW) {
 
 // A token's numbers (value, colour) in the spans of its box. Spans are made once and then only their text changes
 // (blank when unused): adding and removing 512 spans on every hover and leave cost more than the lines themselves.
+function numSpan() {
+  const span = el("span", "hv-num");
+  span.append(document.createTextNode(""));
+  return span;
+}
+
 function setNums(box, items, digits) {
-  while (box.childElementCount < items.length) {
-    const span = el("span", "hv-num");
-    span.append(document.createTextNode(""));
-    box.append(span);
-  }
+  while (box.childElementCount < items.length) box.append(numSpan());
   for (let n = 0; n < box.childElementCount; n++) {
     const span = box.children[n];
     const text = n < items.length ? items[n][0].toFixed(digits) : "";
@@ -125,7 +127,8 @@ class HeadView extends View {
   constructor(parent) {
     super(parent, "hv", () => this.layers.has(this.layer));
     this.root.tabIndex = -1;
-    Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], numbered: null, lines: RAW_LINES,
+    Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], numbers: null, lines: RAW_LINES,
+      written: { side: null, rows: new Set() }, // the boxes that hold numbers now: their column and rows
       inked: null, // inked: what the overview on the canvas shows (layer, mode, heads, lines), or null: blank
       band: null }); // band: the rows [top, bottom) in px the focus canvas holds, or null: none drawn
     this.root.focusLines = []; // the focus's lines {q, k, head, colour, opacity, weight}, for the tests too
@@ -214,7 +217,8 @@ class HeadView extends View {
       d.dataset.i = String(i);
       d.tabIndex = 0;
       const text = el("span", "hv-text", tok);
-      const w = el("span", "hv-w");
+      const w = el("span", "hv-w"); // with a blank number ready: the first hover then only writes text
+      w.append(numSpan());
       if (side === "q") d.append(w, text);
       else d.append(text, w);
       return d;
@@ -226,7 +230,8 @@ class HeadView extends View {
     this.left.replaceChildren(el("div", "hv-head", this.lines.left), ...this.leftToks);
     this.right.replaceChildren(el("div", "hv-head", this.lines.right), ...this.rightToks);
     this.marked = [];
-    this.numbered = null;
+    this.numbers = null;
+    this.written = { side: null, rows: new Set() };
   }
 
   buildPickers() {
@@ -307,16 +312,11 @@ class HeadView extends View {
     // to the value it has, makes the browser compute the style of every row again (thousands of boxes at 512 tokens).
     const nums = String(Math.max(1, all.length));
     if (this.root.style.getPropertyValue("--nums") !== nums) this.root.style.setProperty("--nums", nums);
-    const numbered = this.numbered; // the column whose boxes hold numbers ("q", "k" or null): the other one's
-    this.numbered = null;
     this.root.focusLines = [];
+    this.numbers = null;
     if (this.focus) this.drawFocus(all);
     this.paintFocus(true, midTop);
-    // Numbers beside the other column are rewritten in place, and a column's boxes are emptied only when it no
-    // longer holds numbers: hovering from token to token at 512 tokens then changes text, not the page's layout.
-    if (numbered && numbered !== this.numbered) {
-      for (const box of numbered === "q" ? this.leftNums : this.rightNums) setNums(box, [], 0);
-    }
+    this.writeNums(midTop);
     if (!this.focus) {
       // The overview stays on the canvas while a token has the focus (the canvas is only hidden): leaving the
       // columns shows it again, unless what it shows changed, without stroking thousands of lines at 512 tokens.
@@ -378,6 +378,35 @@ class HeadView extends View {
     c.hidden = false;
   }
 
+  // The numbers beside the other column, in the rows on screen and half a screen above and below: a hover writes
+  // 512 numbers in no more boxes than that, where every box changed cost the browser a layout of 2,000 objects.
+  // Boxes that held numbers and no longer should (another token, another column, scrolled away) are emptied;
+  // scrolling writes the rows it brings near.
+  writeNums(midTop) {
+    const n = this.numbers;
+    const had = this.written;
+    const boxes = (side) => (side === "q" ? this.leftNums : this.rightNums);
+    const want = new Set();
+    if (n) {
+      const screen = window.innerHeight;
+      const row = (px) => Math.floor((px - this.top) / this.rowH);
+      const lo = Math.max(0, row(-midTop - screen / 2));
+      const hi = Math.min(this.T - 1, row(screen - midTop + screen / 2));
+      for (let j = lo; j <= hi; j++) want.add(j);
+    }
+    for (const j of had.rows) {
+      if (n && had.side === n.side && want.has(j)) continue;
+      setNums(boxes(had.side)[j], [], 0);
+      had.rows.delete(j);
+    }
+    if (!n) return;
+    had.side = n.side;
+    for (const j of want) {
+      setNums(boxes(n.side)[j], n.labels[j], n.digits);
+      had.rows.add(j);
+    }
+  }
+
   // One token's lines (each with its weight, for the status line and the tests), weights beside the other column.
   drawFocus(all) {
     const { side, i } = this.focus;
@@ -395,9 +424,7 @@ class HeadView extends View {
     }
     const labelled = side === "q" ? "k" : "q";
     if (this.root.dataset.labels !== labelled) this.root.dataset.labels = labelled;
-    const digits = this.coarse ? 2 : 3;
-    this.numbered = side === "q" ? "k" : "q";
-    (side === "q" ? this.rightNums : this.leftNums).forEach((box, j) => setNums(box, labels[j], digits));
+    this.numbers = { side: labelled, labels, digits: this.coarse ? 2 : 3 };
     const pinnedNote = this.pinned ? " (pinned: click again to release)" : "";
     if (this.hover !== null && this.pinned) {
       const j = this.hover;
@@ -514,11 +541,13 @@ class HeadView extends View {
     // Scrolling (the page's, wherever it scrolls) may bring rows past the focus canvas's band into sight.
     let queued = false;
     h.listen(document, "scroll", () => {
-      if (queued || !this.band) return;
+      if (queued || !this.numbers) return;
       queued = true;
       h.frame(() => {
         queued = false;
-        this.paintFocus(false, this.mid.getBoundingClientRect().top);
+        const top = this.mid.getBoundingClientRect().top;
+        this.paintFocus(false, top);
+        this.writeNums(top);
       });
     }, { capture: true, passive: true });
   }
