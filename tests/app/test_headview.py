@@ -267,6 +267,12 @@ BAND_JS = f"""() => {{
 }}"""
 
 
+# The keys' rows wholly on screen: (row, the numbers in its box).
+NUMS_JS = f"""() => [...({HV})().querySelectorAll('.hv-right .hv-tok')].map((d, i) => [i, d.getBoundingClientRect()])
+  .filter(([, b]) => b.top >= 0 && b.bottom <= innerHeight)
+  .map(([i]) => [i, [...({HV})().querySelectorAll('.hv-right .hv-w')[i].children].map(e => e.textContent).join(' ')])"""
+
+
 def test_a_pinned_tokens_lines_follow_the_rows_on_screen_as_the_page_scrolls(page, app):
     """At 512 tokens the focus lines are painted on a canvas about twice the screen's height, over the rows in sight:
     scrolling the page far down keeps them drawn where the reader looks."""
@@ -282,6 +288,12 @@ def test_a_pinned_tokens_lines_follow_the_rows_on_screen_as_the_page_scrolls(pag
         got = page.evaluate(BAND_JS)
         assert got["shown"] and got["ink"] > 0, got  # lines from query 40 cross every row below it
         seen.append(got["band"][0])
+        # every key row in sight shows query 40's weight on it (the numbers are written near the screen only)
+        weights = {k: w for q, k, _, w in state(page)["lines"]}
+        page.wait_for_function(f"() => ({NUMS_JS})().every(([, t]) => t !== '')", timeout=CHANGE_MS)
+        rows = page.evaluate(NUMS_JS)
+        assert row in [i for i, _ in rows]
+        assert all(abs(float(text) - weights[i]) <= 0.005 + 1e-9 for i, text in rows), rows  # two decimals
     assert seen == sorted(seen) and seen[0] < seen[-1]  # the band moved down with the page
     assert state(page)["focus"] == "q40"
     assert_clean(page, app)
