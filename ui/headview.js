@@ -1,8 +1,9 @@
 // The head view (issue 12): tokens in two columns joined by lines whose opacity is the attention weight. Joined
 // after ui/component_base.js (ui/components.py), whose decode() and Layers hold the payload (ui/payload.py), so
 // hovering a token, or switching head or layer among the layers shipped, never waits for the server.
-// In four parts: layout (sizes from the screen and the tokens), drawing (canvas overview, focus lines on a canvas
-// the size of the screen, the slide exports), input (events to actions) and sync (the pick back to the app, through the base's PickSync).
+// In four parts: layout (sizes from the screen and the tokens), drawing (canvas overview, the focus's lines and
+// numbers near the screen, the slide exports), input (events to actions) and sync (the pick back to the app,
+// through the base's PickSync).
 
 const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
   "#7f7f7f", "#bcbd22", "#393b79", "#637939", "#843c39", "#7b4173", "#3182bd", "#e6550d"];
@@ -318,7 +319,7 @@ class HeadView extends View {
     this.paintFocus(true, midTop);
     this.writeNums(midTop);
     if (!this.focus) {
-      // The overview stays on the canvas while a token has the focus (the canvas is only hidden): leaving the
+      // The overview stays on the canvas while a token has the focus (the canvas is only transparent): leaving the
       // columns shows it again, unless what it shows changed, without stroking thousands of lines at 512 tokens.
       const shows = JSON.stringify([this.layer, this.mode, this.head, [...this.heads], this.lines.key]);
       if (this.inked !== shows) {
@@ -341,7 +342,7 @@ class HeadView extends View {
     this.stamp.drawn();
   }
 
-  // The focus's lines on a canvas as tall as the screen (plus half a screen above and below), placed over the rows
+  // The focus's lines on a canvas as tall as the screen plus half a screen above and below, placed over the rows
   // in sight and drawn again when scrolling leaves that band: at 512 tokens a token's 512 lines are a few strokes,
   // where as elements they cost the browser a style and layout pass each. again: the lines changed; midTop: where
   // the lines' column starts on the screen.
