@@ -305,14 +305,11 @@ class HeadView extends View {
       this.say(`Loading layer ${this.layer}…`);
       return; // the previous picture stays (dimmed) until the layer arrives: never a blank page
     }
-    const midTop = this.mid.getBoundingClientRect().top; // read before anything is written: no layout forced
+    const midTop = this.mid.getBoundingClientRect().top; // read before anything is written: no second layout
     for (const d of this.marked) d.classList.remove("hv-on");
     this.marked = [];
     const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
-    // The number boxes keep room for this many. Set only when it changes: an inherited property set on the root, even
-    // to the value it has, makes the browser compute the style of every row again (thousands of boxes at 512 tokens).
-    const nums = String(Math.max(1, all.length));
-    if (this.root.style.getPropertyValue("--nums") !== nums) this.root.style.setProperty("--nums", nums);
+    this.root.style.setProperty("--nums", String(Math.max(1, all.length))); // the number boxes keep room for this many
     this.root.focusLines = [];
     this.numbers = null;
     if (this.focus) this.drawFocus(all);
