@@ -56,8 +56,9 @@ def page() -> None:
         final = step.tap == FINAL  # the stack's final LayerNorm: once, after the last layer
         x = trace.final if final else trace.taps[layer][step.tap]
         where = f"After layer {trace.num_layers - 1}, final LayerNorm" if final else f"Layer {layer}, {step.tap}"
+        kept = ("walkthrough", None if final else layer, step.tap, fr.present)  # the final LayerNorm: one, any layer
         st.plotly_chart(
-            ui.kept_figure(trace, ("walkthrough", layer, step.tap, fr.present), lambda: activations.tensor_heatmap(
+            ui.kept_figure(trace, kept, lambda: activations.tensor_heatmap(
                 x, trace.labels, f"{where}: {tuple(x.shape)}", subtitle=style.mode_note(trace.train).removeprefix(" · "),
                 presentation=fr.present)),
             config=export.png_config(export.export_name(trace, "step", f"L{layer}", step.tap,
