@@ -26,10 +26,10 @@ def tap_profile(stats: pd.DataFrame, layer: int, norm: str = "post", *, train: b
     rows = rows.reindex([t for t in flow_order(norm) if t in rows.index])
     taps = list(rows.index)
     extra = rows[["min", "max", "zero_frac", "nonfinite"]].to_numpy()
-    fig = go.Figure()
+    data = []
     styles = (("rms", "#1c7ed6", "solid", 15), ("std", "#f08c00", "dash", 9), ("mean", "#2f9e44", "dot", 9))
     for col, colour, dash, size in styles:  # RMS and std often coincide: the big RMS marker stays visible
-        fig.add_trace(go.Scatter(
+        data.append(go.Scatter(
             x=taps, y=rows[col], name=col if col != "rms" else "RMS", mode="lines+markers", customdata=extra,
             line=dict(color=colour, dash=dash, width=3), marker=dict(size=size),
             hovertemplate=f"%{{x}}: {col} %{{y:.4g}}<br>min %{{customdata[0]:.3g}}, max %{{customdata[1]:.3g}}"
@@ -38,26 +38,25 @@ def tap_profile(stats: pd.DataFrame, layer: int, norm: str = "post", *, train: b
     bad = rows[rows["nonfinite"] > 0]
     title = f"Layer {layer}: mean, std, RMS per tap"  # short: half a 1024 px projector at 26 px
     if not bad.empty:
-        fig.add_trace(go.Scatter(
+        data.append(go.Scatter(
             x=list(bad.index), y=[0] * len(bad), name="NaN/Inf", mode="markers+text",
             marker=dict(symbol="x", size=18, color="#e03131"), text=[f"NaN/Inf: {k}" for k in bad["nonfinite"]],
             textposition="top center", textfont=dict(color="#e03131"), hoverinfo="skip",
         ))
         title += f" ⚠ NaN/Inf first at '{bad.index[0]}'"
-    fig.update_xaxes(type="category", title="tap")
-    fig.update_yaxes(title="value", zeroline=True)
+    fig = go.Figure(data, layout=dict(xaxis=dict(type="category", title="tap"), yaxis=dict(title="value", zeroline=True)))
     return style.apply(fig, title, presentation, style.mode_note(train).removeprefix(" · "), height=480, narrow=True)
 
 
 def residual_norms(traces: dict[str, Trace], *, log_y: bool = False, presentation: bool = False) -> go.Figure:
     """Mean per-token L2 norm of the residual stream after the embeddings and after each layer, one line per trace."""
-    fig = go.Figure()
+    data = []
     depth = 0
     for name, trace in traces.items():
         norms = trace.hidden_states.double().norm(dim=-1).mean(-1)  # (L + 1,): embeddings, then after layer 0, 1...
         depth = max(depth, len(norms))
         where = ["the embeddings"] + [f"after layer {i}" for i in range(len(norms) - 1)]
-        fig.add_trace(go.Scatter(
+        data.append(go.Scatter(
             x=list(range(-1, len(norms) - 1)), y=norms.numpy(), name=label(name, 40), mode="lines+markers",
             line=dict(width=3), marker=dict(size=9), customdata=where,
             hovertemplate="%{customdata}: %{y:.4g}<extra>%{fullData.name}</extra>",
@@ -65,10 +64,12 @@ def residual_norms(traces: dict[str, Trace], *, log_y: bool = False, presentatio
     # Layers are counted from 0, like the Layer sliders; the point before layer 0 is the embeddings.
     step = max(1, math.ceil(depth / 13))
     ticks = list(range(-1, depth - 1))[::step]
-    fig.update_xaxes(title="after layer (0 … N−1, as on the sliders)", tickmode="array", tickvals=ticks,
-                     ticktext=["embeddings" if t < 0 else str(t) for t in ticks])
-    fig.update_yaxes(title="mean ‖x‖₂ per token", type="log" if log_y else "linear", rangemode="tozero")
-    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
+    fig = go.Figure(data, layout=dict(
+        xaxis=dict(title="after layer (0 … N−1, as on the sliders)", tickmode="array", tickvals=ticks,
+                   ticktext=["embeddings" if t < 0 else str(t) for t in ticks]),
+        yaxis=dict(title="mean ‖x‖₂ per token", type="log" if log_y else "linear", rangemode="tozero"),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+    ))
     train = any(t.train for t in traces.values())
     return style.apply(fig, "Residual stream norm by depth", presentation, style.mode_note(train).removeprefix(" · "),
                        height=460, narrow=True, legend_above=True)
@@ -80,9 +81,10 @@ def token_norms(trace: Trace, layer: int, tap: str, *, presentation: bool = Fals
     norms = trace.taps[layer][tap].double().norm(dim=-1).numpy()  # (T,)
     pos = list(range(trace.seq_len))
     cats = axes.categories(trace.labels, pos)
-    fig = go.Figure(go.Bar(x=cats, y=norms, marker_color="#4c6ef5", hovertemplate="%{x}: ‖x‖₂ = %{y:.4g}<extra></extra>"))
-    fig.update_xaxes(title="token", tickangle=-45, **axes.token_axis(cats, trace.labels, pos, presentation))
-    fig.update_yaxes(title="‖x‖₂")
+    fig = go.Figure(go.Bar(x=cats, y=norms, marker_color="#4c6ef5", hovertemplate="%{x}: ‖x‖₂ = %{y:.4g}<extra></extra>"),
+                    layout=dict(xaxis=dict(title="token", tickangle=-45,
+                                           **axes.token_axis(cats, trace.labels, pos, presentation)),
+                                yaxis=dict(title="‖x‖₂")))
     bad = int((~np.isfinite(norms)).sum())
     note = f" ⚠ {bad} token(s) with NaN/Inf (no bar)" if bad else ""
     return style.apply(fig, f"Layer {layer}, {tap}: ‖x‖₂ per token{note}", presentation,
@@ -95,16 +97,15 @@ def tap_histogram(trace: Trace, layer: int, tap: str, bins: int = 60, *, present
     x = trace.taps[layer][tap].double().flatten().numpy()
     finite = x[np.isfinite(x)]
     dropped = x.size - finite.size
-    fig = go.Figure()
+    data, notes = [], []
     if finite.size:
         counts, edges = np.histogram(finite, bins=max(1, int(bins)))
-        fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color="#7950f2",
-                             hovertemplate="%{x:.3g}: %{y} values<extra></extra>"))
+        data.append(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=np.diff(edges), marker_color="#7950f2",
+                           hovertemplate="%{x:.3g}: %{y} values<extra></extra>"))
     else:
-        fig.add_annotation(text="No finite values to plot", showarrow=False, font=dict(size=20, color="#e03131"))
-    fig.update_xaxes(title="value")
-    fig.update_yaxes(title="count")
-    fig.update_layout(bargap=0)
+        notes.append(dict(text="No finite values to plot", showarrow=False, font=dict(size=20, color="#e03131")))
+    fig = go.Figure(data, layout=dict(xaxis=dict(title="value"), yaxis=dict(title="count"), bargap=0,
+                                      annotations=notes))
     note = f" ⚠ {dropped:,} NaN/Inf dropped" if dropped else ""
     return style.apply(fig, f"Layer {layer}, {tap}: {finite.size:,} values{note}", presentation,
                        style.mode_note(trace.train).removeprefix(" · "), height=440, narrow=True)
@@ -128,15 +129,13 @@ def tensor_heatmap(
     cats = axes.categories(tokens, pos)
     b = axes.bounds(x.shape[1], z.shape[1])
     m = style.symmetric_range(z, 99.5)  # a few outlier dimensions would otherwise wash every other value out
+    note = f" (columns averaged in blocks of ~{x.shape[1] / z.shape[1]:.1f})" if z.shape[1] < x.shape[1] else ""
+    height = max(360, min(900, 26 * len(cats) + 180))
+    rows = axes.map_axis(cats, tokens, pos, presentation, min(height, style.PRESENT_HEIGHT) if presentation else height, 0)
     fig = go.Figure(go.Heatmap(
         z=z.astype(np.float32), x=b[:-1], y=cats, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
         hovertemplate="%{y}, dim %{x}: %{z:.3f}<extra></extra>", colorbar=_clipped(m, z),
-    ))
-    note = f" (columns averaged in blocks of ~{x.shape[1] / z.shape[1]:.1f})" if z.shape[1] < x.shape[1] else ""
-    fig.update_xaxes(title="dimension" + note)
-    height = max(360, min(900, 26 * len(cats) + 180))
-    fig.update_yaxes(autorange="reversed", **axes.map_axis(cats, tokens, pos, presentation,
-                                                           min(height, style.PRESENT_HEIGHT) if presentation else height, 0))
+    ), layout=dict(xaxis=dict(title="dimension" + note), yaxis=dict(autorange="reversed", **rows)))
     return style.apply(fig, label(title, 120), presentation, subtitle, height=height)
 
 
@@ -147,8 +146,7 @@ def positional_heatmap(table: Tensor, title: str, *, presentation: bool = False)
     m = style.symmetric_range(z, 99.5)  # a few outlier dimensions would otherwise wash every other value out
     fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cols, y=rows, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
                                hovertemplate="position %{y}, dim %{x}: %{z:.3f}<extra></extra>",
-                               colorbar=_clipped(m, z)))
-    fig.update_xaxes(title="dimension")
-    fig.update_yaxes(title="position", autorange="reversed")
+                               colorbar=_clipped(m, z)),
+                    layout=dict(xaxis=dict(title="dimension"), yaxis=dict(title="position", autorange="reversed")))
     return style.apply(fig, label(title, 120), presentation, height=520, narrow=True)
 

@@ -285,13 +285,13 @@ def attention_difference(a: Tensor, b: Tensor, tokens: list[str], title: str, *,
     cats = axes.categories(tokens, pos)
     z = axes.block_mean(d, axes.MAX_CELLS, axes.MAX_CELLS)
     m = style.symmetric_range(z)
-    fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
-                               hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>",
-                               colorbar=dict(title="Δ weight", thickness=18, len=1)))
     height = axes.map_height(len(tokens), presentation)
     axis = axes.map_axis(cats, tokens, pos, presentation, height, 70)
-    fig.update_xaxes(title="key", tickangle=-45, **axis)
-    fig.update_yaxes(title="query", autorange="reversed", **axis)
+    fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
+                               hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>",
+                               colorbar=dict(title="Δ weight", thickness=18, len=1)),
+                    layout=dict(xaxis=dict(title="key", tickangle=-45, **axis),
+                                yaxis=dict(title="query", autorange="reversed", **axis)))
     return style.apply(fig, label(title, 120), presentation, height=height)
 
 
