@@ -16,15 +16,12 @@ PRESENT_HEIGHT = style.DIAGRAM_HEIGHT + 80
 def cost_of(cfg: EncoderConfig, seq: int) -> None:
     """Parameters and FLOPs of this configuration for `seq` tokens, in total and for one layer by sub-layer."""
     st.subheader("Cost of this configuration")
-    params, ops = cost.param_summary(cfg), cost.flops_summary(cfg, seq)
+    params, ops, one, work = cost.panel(cfg, seq)
     m1, m2 = st.columns(2)
     m1.metric("Parameters", f"{params['total'] / 1e6:.2f} M")
     m2.metric("Per layer", f"{params['per_layer'] / 1e6:.2f} M")
     flops = f"{ops['total'] / 1e9:.2f} G" if ops["total"] >= 1e8 else f"{ops['total'] / 1e6:.1f} M"
     st.metric(f"FLOPs for {seq} tokens", flops)
-    counts, ops_by_part = cost.param_counts(cfg), cost.flops(cfg, seq)
-    one = counts[counts["block"] == "layer 0"][["part", "params"]]
-    work = ops_by_part[ops_by_part["block"] == "layer 0"][["part", "flops"]]
     st.dataframe(one, hide_index=True, width="stretch",
                  column_config={"params": st.column_config.NumberColumn("parameters", format="localized")})
     st.dataframe(work, hide_index=True, width="stretch",

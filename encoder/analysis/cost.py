@@ -9,6 +9,9 @@ the identity at inference: 0. A gated FFN (GeGLU, SwiGLU) has two d_ff-wide proj
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
 import pandas as pd
 
 from ..config import EncoderConfig
@@ -136,3 +139,21 @@ def flops_summary(config: EncoderConfig, seq: int) -> dict[str, int]:
         "matmul": int(df["matmul"].sum()),
         "per_layer": int(df.loc[df["block"] == _layer_name(0), "flops"].sum()),
     }
+
+
+class Panel(NamedTuple):
+    """What a cost panel shows: the totals, and layer 0's parameters and FLOPs by part."""
+    params: dict[str, int]
+    ops: dict[str, int]
+    layer_params: pd.DataFrame  # part, params
+    layer_flops: pd.DataFrame  # part, flops
+
+
+@functools.lru_cache(maxsize=64)
+def panel(config: EncoderConfig, seq: int) -> Panel:
+    """The cost panel of `config` on `seq` tokens, computed once per pair (a config is frozen): the Diagram page
+    shows it on every run, and building its tables took ~4 ms. The frames are shared; treat them as read-only."""
+    counts, ops = param_counts(config), flops(config, seq)
+    first = _layer_name(0)
+    return Panel(param_summary(config), flops_summary(config, seq),
+                 counts[counts["block"] == first][["part", "params"]], ops[ops["block"] == first][["part", "flops"]])

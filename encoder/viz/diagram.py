@@ -171,7 +171,7 @@ def _short(x: float) -> str:
 
 def _rms_colours(rows: pd.DataFrame) -> tuple[dict[str, int], float, float]:
     """Index into RMS_SCALE for each tap (log scale over this layer's finite RMS values), and the range."""
-    finite = {r.tap: float(r.rms) for r in rows.itertuples() if math.isfinite(r.rms) and r.rms > 0}
+    finite = {tap: float(rms) for tap, rms in zip(rows["tap"], rows["rms"], strict=True) if math.isfinite(rms) and rms > 0}
     if not finite:
         return {}, math.nan, math.nan
     lo, hi = min(finite.values()), max(finite.values())
@@ -240,7 +240,10 @@ def layer_diagram(
     if title:
         g.attr(label=_text(printable(title, 120)))
     colours, lo, hi = _rms_colours(rows) if rows is not None else ({}, math.nan, math.nan)
-    bad = {r.tap: int(r.nonfinite) for r in rows.itertuples() if r.nonfinite > 0} if rows is not None else {}
+    # Each tap's row once, as a dict: a DataFrame mask per tap (and itertuples, which indexes cell by cell) cost
+    # ~5 ms a diagram, drawn on every run of the page
+    by_tap = {} if rows is None else {r["tap"]: r for r in reversed(rows.to_dict("records"))}  # the first row wins
+    bad = {tap: int(r["nonfinite"]) for tap, r in by_tap.items() if r["nonfinite"] > 0}
     if compact:
         heading = [f"{'Post' if norm == 'post' else 'Pre'}-LN layer × {config.num_layers}"
                    + ("" if config.bias else ", no biases")
@@ -272,9 +275,8 @@ def layer_diagram(
                                 else _node_text(config, wire, layer))
                 attrs = {"fillcolor": FILL[tap], "tooltip": tap, **attrs}
                 if rows is not None:
-                    row = rows[rows["tap"] == tap]
-                    if not row.empty:
-                        r = row.iloc[0]
+                    r = by_tap.get(tap)
+                    if r is not None:
                         if not compact:
                             lines = [*lines, f"mean {_num(r['mean'])} / std {_num(r['std'])}"]
                         elif wire.op != "=":  # the output is the tensor beside it: its numbers once are enough

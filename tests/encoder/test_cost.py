@@ -5,7 +5,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from encoder import EncoderConfig, build_model
-from encoder.analysis.cost import flops, flops_summary, param_counts, param_summary
+from encoder.analysis.cost import flops, flops_summary, panel, param_counts, param_summary
 from encoder.config import pretrained_config
 
 SMALL = dict(d_model=64, num_heads=4, d_ff=256, num_layers=2, vocab_size=500, max_len=64)
@@ -97,3 +97,15 @@ def test_flops_rows_are_non_negative_and_seq_is_checked():
     assert set(df["kind"]) == {"matmul", "elementwise"}
     with pytest.raises(ValueError, match="seq"):
         flops(CONFIGS[0], 0)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=_name)
+def test_the_cached_panel_is_layer_0_of_the_full_tables(cfg):
+    got = panel(cfg, 17)
+    assert got.params == param_summary(cfg) and got.ops == flops_summary(cfg, 17)
+    counts, ops = param_counts(cfg), flops(cfg, 17)
+    assert got.layer_params.to_dict("records") == counts.loc[counts["block"] == "layer 0", ["part", "params"]].to_dict("records")
+    assert got.layer_flops.to_dict("records") == ops.loc[ops["block"] == "layer 0", ["part", "flops"]].to_dict("records")
+    assert got.layer_params["params"].sum() == got.params["per_layer"]
+    assert got.layer_flops["flops"].sum() == got.ops["per_layer"]
+    assert panel(cfg, 17) is got and panel(cfg, 18) is not got  # once per (config, length)
