@@ -2,9 +2,11 @@
 underflow drawn as 0, the legend's areas in order, and the presentation sizes."""
 
 import base64
+import json
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import pytest
 import torch
 
@@ -79,6 +81,21 @@ def test_the_faithfulness_chart_lists_every_ranking_with_its_areas_best_first(ch
     titles = [a["text"] for a in spec["layout"]["annotations"]]
     assert titles == ["Deletion: words → [MASK]", "Insertion: from all [MASK]"]
     assert deletion["random"]["line"]["dash"] == "dash"
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_the_faithfulness_chart_built_from_dicts_is_what_plotly_validates(chart, presentation):
+    """It skips plotly.py's validation for speed: rebuilt with validation, every property is accepted (an unknown key
+    raises) and the JSON is the same; its axes are make_subplots' pair sharing y, with the curves on both."""
+    built = fig.faithfulness_chart(chart, "cosine similarity", subtitle="<b>s</b>", presentation=presentation)
+    assert json.loads(built.to_json()) == json.loads(go.Figure(built.to_dict()).to_json())
+    layout = built.to_plotly_json()["layout"]
+    assert layout["yaxis2"]["matches"] == "y" and layout["xaxis"]["domain"][1] < layout["xaxis2"]["domain"][0]
+    assert [layout[a]["title"]["text"] for a in ("xaxis", "xaxis2", "yaxis")] == ["words removed", "words kept",
+                                                                                   "cosine similarity"]
+    assert {t.xaxis for t in built.data} == {"x", "x2"}
+    again = fig.faithfulness_chart(chart, "other", presentation=presentation).to_plotly_json()["layout"]
+    assert again["yaxis"]["title"]["text"] == "other"  # the shared grid is copied, never changed in place
 
 
 def test_presentation_sizes(chart):
