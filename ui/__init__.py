@@ -345,3 +345,10 @@ return_freed_memory()
 # The process's long-lived objects (torch, plotly's validators, pandas: ~270k) move out of the garbage collector's
 # view, once, at the first import: a full collection then takes ~0 ms instead of ~150 ms on these 2-core machines.
 gc.freeze()
+# Python collects its youngest objects every 700 new container objects. A script run makes tens of thousands, so under
+# a class (150 students, 2 replicas) each replica collected ~25 times a second, and the objects alive at those moments
+# (the run's figures and messages) were promoted until a full collection of ~500k objects came, ~9 times a minute,
+# each holding the GIL for 220-280 ms. Every 20,000: ~40 young collections a minute and no full one within a minute;
+# p95 1.08-1.85 s in 3 runs before, 0.43-1.54 s in 5 after (benchmarks/RESULTS-serving.md). A full collection still
+# comes every 100 young ones, and the caches collect at once when they evict.
+gc.set_threshold(20_000, 10, 10)
