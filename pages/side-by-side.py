@@ -70,7 +70,8 @@ def placements(fr: ui.Frame, trace: Trace) -> None:
     ui.caption("Left: red where Post-LN attends more, blue where Pre-LN does. Right: "
                + " ".join(captions.placement_sentence(run) for run in (post, pre)))
     st.subheader("Layer outputs")
-    st.dataframe(variants.output_summary({"Post-LN": post, "Pre-LN": pre}), hide_index=True, width="stretch")
+    outputs = drawn("outputs", build=lambda: variants.output_summary({"Post-LN": post, "Pre-LN": pre}))
+    st.dataframe(outputs, hide_index=True, width="stretch")
 
 
 def sentences(fr: ui.Frame, trace: Trace) -> None:
