@@ -11,6 +11,10 @@ the machine; writes nothing else. Loopback only; every run stops by itself.
     .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 40 --seconds 30
     .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 40 80 --setups bare containers --repeat 2
     .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 120 --no-picks   # the mix before the picks
+    .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 150 --gc-stats   # + the collector's work
+
+--gc-stats (bare replicas only) adds, per replica, the garbage collector's collections and seconds per generation
+during the point (benchmarks/gc_hook/sitecustomize.py, loaded through PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import datetime as dt
 import json
 import os
 import resource
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -47,8 +52,31 @@ def sample_peaks(dep: Deployment, stop: threading.Event, peaks: dict[int, float]
                 peaks[port] = max(peaks.get(port, 0.0), rss)
 
 
-def point(replicas: int, students: int, seconds: float, seed: int, setup: str = "bare", picks: bool = True) -> dict:
-    with SETUPS[setup](replicas) as dep:
+def gc_stats(folder: Path, pids: list[int]) -> dict[int, dict]:
+    """The hook's last counts of each replica: {pid: {generation: [collections, seconds]}}."""
+    out = {}
+    for pid in pids:
+        path = folder / f"{pid}.json"
+        if path.exists():
+            out[pid] = json.loads(path.read_text())["generations"]
+    return out
+
+
+def gc_delta(before: dict[int, dict], after: dict[int, dict]) -> list[dict]:
+    """Per replica, what the collector did between the two readings: collections and seconds per generation."""
+    return [{g: [after[pid][g][0] - before.get(pid, {}).get(g, [0, 0.0])[0],
+                 round(after[pid][g][1] - before.get(pid, {}).get(g, [0, 0.0])[1], 2)] for g in after[pid]}
+            for pid in sorted(after)]
+
+
+def point(replicas: int, students: int, seconds: float, seed: int, setup: str = "bare", picks: bool = True,
+          gc_folder: Path | None = None) -> dict:
+    env = {"PYTHONPATH": str(ROOT / "benchmarks" / "gc_hook"), "GC_STATS_DIR": str(gc_folder)} if gc_folder else None
+    with SETUPS[setup](replicas, env=env) as dep:
+        pids = [dep.pid(p) for p in dep.replica_ports] if gc_folder else []
+        if gc_folder:
+            time.sleep(1.5)  # the hook writes every second: a reading taken now is the warm-up's
+        gc_before = gc_stats(gc_folder, pids) if gc_folder else {}
         cpu0 = {p: dep.cpu_seconds(p) or 0.0 for p in dep.replica_ports}
         own0 = resource.getrusage(resource.RUSAGE_SELF)
         peaks: dict[int, float] = {}
@@ -62,6 +90,9 @@ def point(replicas: int, students: int, seconds: float, seed: int, setup: str = 
             peaks[port] = max(peaks.get(port, 0.0), dep.peak_rss_mb(port) or 0.0)
         cpu = sum((dep.cpu_seconds(p) or 0.0) - cpu0[p] for p in dep.replica_ports)
         own = resource.getrusage(resource.RUSAGE_SELF)
+        if gc_folder:
+            time.sleep(1.5)
+        gc_after = gc_stats(gc_folder, pids) if gc_folder else {}
     runs = [r for r in report.runs if r.latency is not None]
     summary = report.summary()
     return summary | {
@@ -72,7 +103,7 @@ def point(replicas: int, students: int, seconds: float, seed: int, setup: str = 
         "server_cores_used": round(cpu / report.seconds, 2),
         "loadgen_cpu_s": round(own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime, 1),
         "peak_rss_mb": [round(peaks[p]) for p in sorted(peaks)],
-    }
+    } | ({"gc_per_replica": gc_delta(gc_before, gc_after)} if gc_folder else {})
 
 
 def main() -> None:
@@ -85,7 +116,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="run every point this many times (setups alternate)")
     parser.add_argument("--no-picks", action="store_true",
                         help="the mix before the map's picks: no click on the map's layer or head")
+    parser.add_argument("--gc-stats", action="store_true",
+                        help="also report the garbage collector's collections and seconds per replica (bare only)")
     args = parser.parse_args()
+    if args.gc_stats and args.setups != ["bare"]:
+        parser.error("--gc-stats needs --setups bare: the hook is loaded through the replicas' PYTHONPATH")
     machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
                "loadavg_before": loadavg()}
     print(json.dumps({"machine": machine}))
@@ -97,13 +132,18 @@ def main() -> None:
             for _ in range(args.repeat):
                 for setup in args.setups:
                     t0 = time.monotonic()
-                    row = point(replicas, students, args.seconds, args.seed, setup, picks=not args.no_picks)
+                    with tempfile.TemporaryDirectory(prefix="gc-stats-") as folder:
+                        row = point(replicas, students, args.seconds, args.seed, setup, picks=not args.no_picks,
+                                    gc_folder=Path(folder) if args.gc_stats else None)
                     row["loadavg_after"] = loadavg()
                     row["wall_s"] = round(time.monotonic() - t0)
                     print(f"{setup:>10} {replicas:>8} {students:>8} {row['interactions_per_s']:>7} {row['p50_s']:>6} "
                           f"{row['p95_s']:>6} {row['max_s']:>6} {row['errors']:>6} {row['server_cpu_ms_per_run']:>10} "
                           f"{row['server_cores_used']:>5} {str(row['peak_rss_mb']):>14}", flush=True)
                     print(json.dumps(row), flush=True)
+                    for i, gens in enumerate(row.get("gc_per_replica", [])):
+                        print(f"{'':>10} replica {i}: collections (seconds) by generation: "
+                              + ", ".join(f"{g}: {n} ({s} s)" for g, (n, s) in gens.items()), flush=True)
                     if row["p95_s"] is not None and row["p95_s"] <= 1.0 and row["errors"] == 0:
                         key = f"{setup} {replicas}"
                         best[key] = max(best.get(key, 0), students)
