@@ -242,7 +242,7 @@ def layer_diagram(
     colours, lo, hi = _rms_colours(rows) if rows is not None else ({}, math.nan, math.nan)
     # Each tap's row once, as a dict: a DataFrame mask per tap (and itertuples, which indexes cell by cell) cost
     # ~5 ms a diagram, drawn on every run of the page
-    by_tap = {} if rows is None else {r["tap"]: r for r in reversed(rows.to_dict("records"))}  # the first row wins
+    by_tap = {} if rows is None else {r["tap"]: r for r in rows.to_dict("records")}  # one row per tap in a layer
     bad = {tap: int(r["nonfinite"]) for tap, r in by_tap.items() if r["nonfinite"] > 0}
     if compact:
         heading = [f"{'Post' if norm == 'post' else 'Pre'}-LN layer × {config.num_layers}"
