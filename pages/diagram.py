@@ -71,13 +71,11 @@ def page() -> None:
                    "labels give the tensor shapes. With the overlay, node colour shows RMS and labels give mean / std.")
         ui.caption("  \n".join(captions.design_lines(cfg)))  # one line per design choice, for this config
         row = st.container(horizontal=True)  # buttons as wide as their labels: "DOT" and "SVG" always readable
-        row.download_button("Download DOT", graph.source, file_name=f"{name}.dot", mime="text/vnd.graphviz",
-                            icon=":material/download:")
+        ui.download("Download DOT", graph.source, f"{name}.dot", "text/vnd.graphviz", where=row)
         if svg_problem:
             row.caption(svg_problem)
         else:  # drawn by `dot` when asked for, not on every run
-            row.download_button("Download SVG", lambda: diagram.svg_bytes(graph), file_name=f"{name}.svg", mime="image/svg+xml",
-                                icon=":material/download:")
+            ui.download("Download SVG", lambda: diagram.svg_bytes(graph), f"{name}.svg", "image/svg+xml", where=row)
     with right:
         cost_of(cfg, trace.seq_len if trace is not None else 128)
 

@@ -159,8 +159,7 @@ def page() -> None:
         csv.insert(0, "sentence", kept)
         return csv.to_csv(index=False)
 
-    st.download_button("Download similarities (CSV)", similarities_csv, file_name=f"{name}.csv",
-                       mime="text/csv", icon=":material/download:")
+    ui.download("Download similarities (CSV)", similarities_csv, f"{name}.csv", "text/csv")
 
     st.subheader("The sentence vectors")
     d = stack.shape[1]
@@ -175,9 +174,8 @@ def page() -> None:
         vec.insert(0, "sentence", kept)
         return vec.to_csv(index=False)
 
-    st.download_button("Download vectors (CSV)", vectors_csv,
-                       file_name=export.export_name(trace, "sentence-vectors", pool) + ".csv", mime="text/csv",
-                       icon=":material/download:")
+    ui.download("Download vectors (CSV)", vectors_csv, export.export_name(trace, "sentence-vectors", pool) + ".csv",
+                "text/csv")
     word_order(fr, values["text"], pool, lead)
 
 

@@ -71,13 +71,12 @@ def download(fr: ui.Frame, trace, sel: dict, tag: str) -> None:
     d1, d2, _ = st.columns([2, 2, 3], vertical_alignment="bottom")
     if key == "raw":
         hide = sel["hide_special"]
-        d1.download_button("Download CSV", lambda: attention.attention_table(get(), layer, head, hide).to_csv(index=False),
-                           file_name=f"{name}.csv", mime="text/csv", icon=":material/download:")
-        d2.download_button("Download JSON", lambda: attention.attention_json(get(), layer, head, hide),
-                           file_name=f"{name}.json", mime="application/json", icon=":material/download:")
+        ui.download("Download CSV", lambda: attention.attention_table(get(), layer, head, hide).to_csv(index=False),
+                    f"{name}.csv", "text/csv", where=d1)
+        ui.download("Download JSON", lambda: attention.attention_json(get(), layer, head, hide), f"{name}.json",
+                    "application/json", where=d2)
         return
-    d1.download_button("Download CSV", lambda: heatmap.table(fr, sel).to_csv(index=False), file_name=f"{name}.csv",
-                       mime="text/csv", icon=":material/download:")
+    ui.download("Download CSV", lambda: heatmap.table(fr, sel).to_csv(index=False), f"{name}.csv", "text/csv", where=d1)
 
 
 def page() -> None:

@@ -57,8 +57,7 @@ def output_effect(fr: ui.Frame, trace, knocked, knocks: purpose.Knocks) -> None:
     ui.caption("How far each token's vector at the encoder's output moves when the chosen parts are zeroed, relative "
                "to its length in the intact model. Knocking out nothing changes nothing: every bar is 0. Zeroing a "
                "head removes its share of the attention output before W_O; the residual path still carries the rest.")
-    st.download_button("Download changes (CSV)", lambda: change.to_csv(index=False), file_name=f"{name}.csv", mime="text/csv",
-                       icon=":material/download:")
+    ui.download("Download changes (CSV)", lambda: change.to_csv(index=False), f"{name}.csv", "text/csv")
 
 
 def change_metrics(change) -> None:

@@ -64,8 +64,7 @@ def page() -> None:
     st.dataframe(stats, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in NUMBERS})
     name = export.export_name(trace, "statistics", model=export.model_tag(trace.config, fr.model_key))
-    st.download_button("Download statistics (CSV)", lambda: stats.to_csv(index=False), file_name=name + ".csv",
-                       mime="text/csv", icon=":material/download:")
+    ui.download("Download statistics (CSV)", lambda: stats.to_csv(index=False), name + ".csv", "text/csv")
 
 
 pages.show(page)

@@ -42,10 +42,9 @@ def trajectories_view() -> None:
                f"{kept:.0%} together. The other {trace.config.d_model - 2} dimensions ({1 - kept:.0%} of the variance) "
                "are flattened, so two points close on screen can be far apart in the model: check a distance below, "
                "in all dimensions, before trusting it.")
-    st.download_button("Download coordinates (CSV)", lambda: pd.DataFrame(
+    ui.download("Download coordinates (CSV)", lambda: pd.DataFrame(
         [{"position": i, "token": t, "depth": d, "pc1": float(points[d, i, 0]), "pc2": float(points[d, i, 1])}
-         for i, t in enumerate(tokens) for d in range(points.shape[0])]).to_csv(index=False), file_name=f"{name}.csv",
-                       mime="text/csv", icon=":material/download:")
+         for i, t in enumerate(tokens) for d in range(points.shape[0])]).to_csv(index=False), f"{name}.csv", "text/csv")
 
     if len(chosen) < 2:
         st.info("Highlight two or more tokens (e.g. “it” and “animal”) to measure how close they get, layer by layer.")

@@ -120,8 +120,7 @@ def show_attributions(fr: ui.Frame, trace: Trace, found: list[tuple[Trace, Attri
                 for i, (tok, s) in enumerate(zip(run.tokens, a.scores.tolist(), strict=True))]
         return pd.DataFrame(rows).to_csv(index=False)
 
-    st.download_button("Download token scores (CSV)", scores_csv,
-                       file_name=f"{name}.csv", mime="text/csv", icon=":material/download:")
+    ui.download("Download token scores (CSV)", scores_csv, f"{name}.csv", "text/csv")
 
 
 def deletion_test(fr: ui.Frame, trace: Trace, text: str, target: Target, steps: int, knocks: purpose.Knocks) -> None:
@@ -154,16 +153,15 @@ def deletion_test(fr: ui.Frame, trace: Trace, text: str, target: Target, steps: 
     st.dataframe(summary.drop(columns="key"), hide_index=True, width="stretch",
                  column_config={c: NUMBER for c in summary.columns if c not in ("key", "measure")})
     left, right = st.columns(2)
-    left.download_button("Download curves (CSV)", lambda: chart.points().to_csv(index=False), file_name=f"{name}_curves.csv",
-                         mime="text/csv", icon=":material/download:")
+    ui.download("Download curves (CSV)", lambda: chart.points().to_csv(index=False), f"{name}_curves.csv", "text/csv",
+                where=left)
     def rankings_csv() -> str:
         scores = pd.DataFrame({key: s.double().numpy() for key, s in ranked.scores.items()})
         scores.insert(0, "token", run.tokens)
         scores.insert(0, "position", range(run.seq_len))
         return scores.to_csv(index=False)
 
-    right.download_button("Download word rankings (CSV)", rankings_csv, file_name=f"{name}_scores.csv",
-                          mime="text/csv", icon=":material/download:")
+    ui.download("Download word rankings (CSV)", rankings_csv, f"{name}_scores.csv", "text/csv", where=right)
 
 
 def which_measure(fr: ui.Frame, kind: str, steps: int, knocks: purpose.Knocks) -> None:
@@ -201,10 +199,9 @@ def which_measure(fr: ui.Frame, kind: str, steps: int, knocks: purpose.Knocks) -
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={c: NUMBER for c in table.columns if c.endswith("aopc") or c.startswith("mean_")})
     st.caption(f"Computed in {ranking.seconds:.1f} s for this model and target, then kept for every session.")
-    st.download_button("Download the ranking (CSV)", lambda: ranking.cases.merge(
+    ui.download("Download the ranking (CSV)", lambda: ranking.cases.merge(
         ranking.table[["key", "mean_aopc", "std_aopc"]], on="key").to_csv(index=False),
-                       file_name=ranking_name(fr, kind) + ".csv",
-                       mime="text/csv", icon=":material/download:")
+        ranking_name(fr, kind) + ".csv", "text/csv")
 
 
 def ranking_name(fr: ui.Frame, kind: str) -> str:

@@ -35,6 +35,7 @@ from encoder.viz import activations, attention, similarity  # noqa: F401 (import
 from . import checkpoints, settings, state
 from .caches import BESIDE, CACHE
 from .checkpoints import checkpoint_dir, list_checkpoints
+from .downloads import download, keep_new_downloads  # noqa: F401 (download: the pages draw their buttons with ui.download)
 from .resources import APP_MAX_TOKENS, app_tokens, check_budget, return_freed_memory, run_with_cpu_fallback
 from .state import widget
 
@@ -341,6 +342,7 @@ def head_select(num_heads: int, where: Any = None, **extra: Any) -> int:
     return widget("head", where, options=range(num_heads), **extra)
 
 
+keep_new_downloads()  # a file a download click made waits for its browser, even under a class (ui/downloads.py)
 return_freed_memory()
 # The process's long-lived objects (torch, plotly's validators, pandas: ~270k) move out of the garbage collector's
 # view, once, at the first import: a full collection then takes ~0 ms instead of ~150 ms on these 2-core machines.

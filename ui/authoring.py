@@ -25,6 +25,7 @@ import streamlit as st
 
 from . import lessons, literal, player, state
 from .components import register
+from .downloads import download
 from .lessons.format import MAX_BYTES, MAX_TEXT, MAX_TITLE, quoted
 from .lessons.pages import PLAYER, page_named
 
@@ -256,8 +257,8 @@ def keep(opened: player.Opened, here: str) -> None:
     row = st.container(horizontal=True, vertical_alignment="center")
     stem = lessons.file_name(lesson).removesuffix(".lesson.json")
     try:
-        row.download_button("Download the lesson file", lessons.export_bytes(lesson), lessons.file_name(lesson),
-                            mime="application/json", on_click="ignore", icon=":material/download:")
+        download("Download the lesson file", lessons.export_bytes(lesson), lessons.file_name(lesson), "application/json",
+                 where=row)
     except ValueError as err:
         row.error(literal(str(err)))
     build = row.button("Build the handout", icon=":material/description:", key="build-handout",
@@ -274,8 +275,8 @@ def keep(opened: player.Opened, here: str) -> None:
                                progress=lambda done, total: progress.progress(done / total, text=f"Slide {done} of "
                                                                                                f"{total} drawn"))
         progress.empty()
-        st.download_button(f"Download the handout ({len(data) / 1e6:.1f} MB)", data, f"{stem}.handout.html",
-                           mime="text/html", on_click="ignore", icon=":material/download:", type="primary")
+        download(f"Download the handout ({len(data) / 1e6:.1f} MB)", data, f"{stem}.handout.html", "text/html",
+                 type="primary")
     try:
         link = share_link(opened, here)
     except ValueError as err:

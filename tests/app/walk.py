@@ -448,15 +448,14 @@ class Tab:
         button = main.locator('[data-testid="stButton"] button, [data-testid="stDownloadButton"] button').filter(
             has_text=label).first
         if button.locator("xpath=ancestor::*[@data-testid='stDownloadButton']").count():
-            size: list[int] = []
-
-            def act() -> None:
-                with self.page.expect_download(timeout=STEP_S * 1000) as info:
-                    button.click()
-                path = info.value.path()
-                size.append(path.stat().st_size if path else -1)
-            self.settle(act)
-            return size[0]
+            runs = self.status()["runs"]
+            with self.page.expect_download(timeout=STEP_S * 1000) as info:
+                button.click()
+            path = info.value.path()
+            self.settle()
+            # A download that also reran the script could lose its file to that run (ui.download says how).
+            assert self.status()["runs"] == runs, f"the download button {label!r} started a script run"
+            return path.stat().st_size if path else -1
         self.settle(lambda: button.click(), timeout=LOAD_S if label.startswith(SLOW_BUTTONS) else STEP_S)
         return None
 
