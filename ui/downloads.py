@@ -24,7 +24,7 @@ from streamlit.runtime.media_file_storage import MediaFileKind
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
 KEEP_S = 60.0  # a browser fetches its file within milliseconds of the click; a minute covers a stalled tab
-_stored: dict[str, float] = {}  # downloadable file id -> when it was last stored (time.monotonic)
+stored_at: dict[str, float] = {}  # downloadable file id -> when it was last stored (time.monotonic)
 
 
 def download(label: str, data: Any, file_name: str, mime: str, where: Any = None, **extra: Any) -> None:
@@ -48,14 +48,14 @@ def keep_new_downloads() -> None:
     def store_noting_time(self, path_or_data, mimetype, kind, filename=None):
         file_id = store(self, path_or_data, mimetype, kind, filename)
         if kind == MediaFileKind.DOWNLOADABLE:
-            _stored[file_id] = time.monotonic()
+            stored_at[file_id] = time.monotonic()
         return file_id
 
     @functools.wraps(delete)
     def delete_unless_new(self, file_id):
-        if time.monotonic() - _stored.get(file_id, -math.inf) < KEEP_S:
+        if time.monotonic() - stored_at.get(file_id, -math.inf) < KEEP_S:
             return
-        _stored.pop(file_id, None)
+        stored_at.pop(file_id, None)
         delete(self, file_id)
 
     delete_unless_new.keeps_new_downloads = True

@@ -41,7 +41,7 @@ def test_the_file_is_deleted_once_kept_long_enough(manager, monkeypatch):
     manager.remove_orphaned_files()  # marks it
     manager.remove_orphaned_files()  # deletes it: memory is returned as before
     assert fetch(manager, url) is None
-    assert url.rsplit("/", 1)[1].split(".")[0] not in downloads._stored
+    assert url.rsplit("/", 1)[1].split(".")[0] not in downloads.stored_at
 
 
 def test_streamlit_alone_loses_the_file_after_two_runs(monkeypatch):
