@@ -13,6 +13,10 @@ the machine; writes nothing else. Loopback only; every run stops by itself.
     .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 120 --no-picks   # the mix before the picks
     .venv-test/bin/python -m benchmarks.capacity --replicas 2 --students 150 --gc-stats   # + the collector's work
 
+Each row also gives the second half of the point alone (the interactions that started after half the time, and
+the CPU per run finished then): by then the class has opened its links and met its sentences, so what is left is
+the steady state, without the cold start.
+
 --gc-stats (bare replicas only) adds, per replica, the garbage collector's collections and seconds per generation
 during the point (benchmarks/gc_hook/sitecustomize.py, loaded through PYTHONPATH).
 """
@@ -33,7 +37,7 @@ from pathlib import Path
 from benchmarks.machine import cpu_name
 from deploy.cluster import Deployment, deployment
 from deploy.container import containers_behind_nginx
-from devkit.loadgen import run_load
+from devkit.loadgen import Report, percentile, run_load
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUPS = {"bare": deployment, "containers": containers_behind_nginx}
@@ -69,6 +73,14 @@ def gc_delta(before: dict[int, dict], after: dict[int, dict]) -> list[dict]:
             for pid in sorted(after)]
 
 
+def mark_halfway(dep: Deployment, report: Report, after: float, stop: threading.Event, half: dict) -> None:
+    """At `after` seconds into the load: the replicas' CPU seconds so far and the runs finished by then."""
+    if stop.wait(after):
+        return
+    half["cpu"] = sum(dep.cpu_seconds(p) or 0.0 for p in dep.replica_ports)
+    half["runs"] = sum(1 for r in list(report.runs) if r.latency is not None)
+
+
 def point(replicas: int, students: int, seconds: float, seed: int, setup: str = "bare", picks: bool = True,
           gc_folder: Path | None = None) -> dict:
     env = {"PYTHONPATH": str(ROOT / "benchmarks" / "gc_hook"), "GC_STATS_DIR": str(gc_folder)} if gc_folder else None
@@ -83,9 +95,13 @@ def point(replicas: int, students: int, seconds: float, seed: int, setup: str = 
         stop = threading.Event()
         sampler = threading.Thread(target=sample_peaks, args=(dep, stop, peaks), daemon=True)
         sampler.start()
-        report = asyncio.run(run_load(dep.url, students, seconds, seed=seed, picks=picks))
+        report, half = Report(students, seconds), {}
+        halfway = threading.Thread(target=mark_halfway, args=(dep, report, seconds / 2, stop, half), daemon=True)
+        halfway.start()
+        report = asyncio.run(run_load(dep.url, students, seconds, seed=seed, picks=picks, report=report))
         stop.set()
         sampler.join()
+        halfway.join()
         for port in dep.replica_ports:
             peaks[port] = max(peaks.get(port, 0.0), dep.peak_rss_mb(port) or 0.0)
         cpu = sum((dep.cpu_seconds(p) or 0.0) - cpu0[p] for p in dep.replica_ports)
@@ -95,6 +111,11 @@ def point(replicas: int, students: int, seconds: float, seed: int, setup: str = 
         gc_after = gc_stats(gc_folder, pids) if gc_folder else {}
     runs = [r for r in report.runs if r.latency is not None]
     summary = report.summary()
+    later = [r.latency for r in report.interactions if r.latency is not None and r.start >= seconds / 2]
+    if half and later:  # the second half: the class has opened its links and met its sentences once
+        summary |= {"second_half_p95_s": round(percentile(later, 95), 3),
+                    "second_half_cpu_ms_per_run": round(1000 * (cpu - (half["cpu"] - sum(cpu0.values())))
+                                                          / max(len(runs) - half["runs"], 1))}
     return summary | {
         "setup": setup,
         "replicas": replicas,
@@ -125,7 +146,7 @@ def main() -> None:
                "loadavg_before": loadavg()}
     print(json.dumps({"machine": machine}))
     print(f"{'setup':>10} {'replicas':>8} {'students':>8} {'runs/s':>7} {'p50 s':>6} {'p95 s':>6} {'max s':>6} "
-          f"{'errors':>6} {'cpu ms/run':>10} {'cores':>5} {'peak RSS MB':>14}")
+          f"{'errors':>6} {'cpu ms/run':>10} {'cores':>5} {'peak RSS MB':>14} {'2nd half: p95 s':>15} {'ms/run':>6}")
     best: dict[str, int] = {}
     for replicas in args.replicas:
         for students in args.students:
@@ -139,7 +160,8 @@ def main() -> None:
                     row["wall_s"] = round(time.monotonic() - t0)
                     print(f"{setup:>10} {replicas:>8} {students:>8} {row['interactions_per_s']:>7} {row['p50_s']:>6} "
                           f"{row['p95_s']:>6} {row['max_s']:>6} {row['errors']:>6} {row['server_cpu_ms_per_run']:>10} "
-                          f"{row['server_cores_used']:>5} {str(row['peak_rss_mb']):>14}", flush=True)
+                          f"{row['server_cores_used']:>5} {str(row['peak_rss_mb']):>14} {row.get('second_half_p95_s', '-'):>15} "
+                          f"{row.get('second_half_cpu_ms_per_run', '-'):>6}", flush=True)
                     print(json.dumps(row), flush=True)
                     for i, gens in enumerate(row.get("gc_per_replica", [])):
                         print(f"{'':>10} replica {i}: collections (seconds) by generation: "
