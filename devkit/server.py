@@ -84,34 +84,59 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> Iterator[tuple[str, subprocess.Popen]]:
-    """Yield (base URL, process) of a fresh app server; the server is stopped afterwards."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=os.environ | (env or {}), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
+    """Yield (base URL, process) of a fresh app server; the server is stopped afterwards.
+
+    The port is free when chosen, but another process (the suite's other worker) may take it before streamlit binds
+    it: then streamlit exits saying so, and a new port is tried."""
     deadline = time.monotonic() + timeout
+    for attempt in range(PORT_ATTEMPTS):
+        port = free_port()
+        cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=os.environ | (env or {}), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            healthy = _wait_healthy(proc, url, deadline)
+        except BaseException:
+            _stop(proc)
+            raise
+        if healthy:
+            break
+        output = proc.stdout.read()
+        if f"Port {port} is not available" not in output or attempt == PORT_ATTEMPTS - 1:
+            raise RuntimeError(f"streamlit exited early:\n{output}")
     try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited early:\n{proc.stdout.read()}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("streamlit did not become healthy in time")
-            time.sleep(0.3)
         yield url, proc
     finally:
-        proc.terminate()
+        _stop(proc)
+
+
+PORT_ATTEMPTS = 3
+
+
+def _wait_healthy(proc: subprocess.Popen, url: str, deadline: float) -> bool:
+    """True once the server answers its health check; False if it exited first."""
+    while True:
+        if proc.poll() is not None:
+            return False
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("streamlit did not become healthy in time")
+        time.sleep(0.3)  # polling the health endpoint, not waiting for a fixed time
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def require_chromium() -> str:
