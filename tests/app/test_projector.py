@@ -312,6 +312,9 @@ def test_every_figure_of_the_measures_is_whole_on_the_projector(projector, app, 
     ranking = page.locator(f'{MAIN} [data-testid="stButton"] button').filter(has_text="Rank the measures")
     if ranking.count():  # the ranking's chart too (computed once for the server, then kept)
         ranking.click()
+        # Its chart, then quiet: on a busy machine the run may start after a short settle would have ended.
+        page.wait_for_function(f"() => ({EVERY_CHART_JS})().some(c => c.title.startsWith('Mean deletion AOPC'))",
+                               timeout=LOAD_MS, polling=200)
         settle(page, timeout=LOAD_MS)
     if path == "why-similar":  # the tokens, the bars, the deletion test and the ranking, each drawn
         page.wait_for_function(f"() => document.querySelectorAll('{MAIN} [data-testid=\"stPlotlyChart\"] "

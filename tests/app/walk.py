@@ -18,6 +18,8 @@ from typing import Any
 
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from devkit.server import READY, ServerLog
 from encoder.tokenizer import bundled_model_dir, special_tokens, tokenizer
@@ -203,6 +205,15 @@ class Widget:
         return self.value.split("\n") if self.value else []
 
 
+def kind(message, payload: bytes) -> str | None:
+    """Which kind of Streamlit message (BackMsg or ForwardMsg) a websocket frame holds; None if it is none."""
+    try:
+        message.ParseFromString(payload)
+    except Exception:  # noqa: BLE001 - not a message of that type
+        return None
+    return message.WhichOneof("type")
+
+
 # --------------------------------------------------------------------------------------------------- the server
 # ------------------------------------------------------------------------------------------------- the browser
 class Tab:
@@ -213,15 +224,24 @@ class Tab:
         context.add_init_script(OBSERVER_JS)
         self.page: Page = context.new_page()
         self.ws_last = time.monotonic()
+        self.rerun_asked = False  # the page asked the server for a run, and no run has finished since
         self.page.on("websocket", self._watch)
         self.dialogs: list[str] = []
         self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
 
     def _watch(self, ws) -> None:
-        def seen(_payload=None) -> None:
+        def sent(payload) -> None:
             self.ws_last = time.monotonic()
-        ws.on("framesent", seen)
-        ws.on("framereceived", seen)
+            if isinstance(payload, bytes) and kind(BackMsg(), payload) == "rerun_script":
+                self.rerun_asked = True
+
+        def received(payload) -> None:
+            self.ws_last = time.monotonic()
+            if isinstance(payload, bytes) and kind(ForwardMsg(), payload) == "script_finished":
+                self.rerun_asked = False
+
+        ws.on("framesent", sent)
+        ws.on("framereceived", received)
 
     # ---- waiting
     def status(self) -> dict:
@@ -231,7 +251,8 @@ class Tab:
         """Do `act` (if given), then wait until the script run it started (if any) is over and the app is quiet.
 
         A run counts as started when the page's script state turned "running" after the action; an action that
-        starts nothing within NO_RUN_S (a click on a value already chosen) settles then.
+        starts nothing within NO_RUN_S (a click on a value already chosen) settles then, unless the page asked the
+        server for a run that has not finished yet (on a busy machine a run may start more than NO_RUN_S late).
         """
         runs = self.status()["runs"]
         if act is not None:
@@ -241,7 +262,8 @@ class Tab:
         while True:
             s = self.status()
             now = time.monotonic()
-            quiet = s["ready"] and s["quietMs"] >= QUIET_S * 1000 and now - self.ws_last >= QUIET_S
+            quiet = (s["ready"] and s["quietMs"] >= QUIET_S * 1000 and now - self.ws_last >= QUIET_S
+                     and not self.rerun_asked)
             if quiet and (s["runs"] > runs or act is None or now - start >= NO_RUN_S):
                 return
             if now > deadline:
