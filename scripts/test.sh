@@ -30,4 +30,5 @@ fi
 .venv-test/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
 
 .venv-test/bin/python -m ruff check .
-exec .venv-test/bin/python -m pytest "$@"
+# Two workers, a whole module or group each (tests/conftest.py says why and in what order); TEST_WORKERS=0 runs it serially.
+exec .venv-test/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadscope "$@"
