@@ -82,6 +82,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+PORT_ATTEMPTS = 3  # ports tried when another process takes the free one first
+
+
 @contextmanager
 def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> Iterator[tuple[str, subprocess.Popen]]:
     """Yield (base URL, process) of a fresh app server; the server is stopped afterwards.
@@ -110,9 +113,6 @@ def streamlit_server(env: dict[str, str] | None = None, timeout: float = 90) -> 
         yield url, proc
     finally:
         _stop(proc)
-
-
-PORT_ATTEMPTS = 3
 
 
 def _wait_healthy(proc: subprocess.Popen, url: str, deadline: float) -> bool:
