@@ -146,7 +146,7 @@ def use(tab: Tab, rng: random.Random, control: Widget | MapControl | str | tuple
             tab.unpick_multi(w.key, chip)
             return f"multiselect {w.key} - {chip!r}"
         option = rng.choice(offered)
-        tab.pick_multi(option)
+        tab.pick_multi(w.key, option)
         return f"multiselect {w.key} + {option!r}"
     if w.kind in ("stTextArea", "stTextInput"):
         pool = {"text": SENTENCES, "text_b": SECOND_SENTENCES}.get(key, WORDS)
@@ -253,7 +253,7 @@ def change(tab: Tab, w: Widget) -> str:
     elif w.kind == "stNumberInput":
         tab.type_number(w.key, int(w.value) + 1)
     elif w.kind == "stMultiSelect":
-        tab.pick_multi(tab.open_multi(w.key)[-1])
+        tab.pick_multi(w.key, tab.open_multi(w.key)[-1])
     elif w.kind in ("stTextArea", "stTextInput"):
         tab.type_text(w.key, target or f"{w.value} and more")
     else:

@@ -423,8 +423,12 @@ class Tab:
             return []
         return [t.strip() for t in listbox.locator('[role="option"]').all_inner_texts()]
 
-    def pick_multi(self, option: str) -> None:
-        """Add `option` from an opened multiselect's list, then close the list."""
+    def pick_multi(self, key: str, option: str) -> None:
+        """Add `option` to a multiselect as a person does: type it to filter the list, click it, close the list.
+
+        Clicking an option far down the list without filtering first scrolls the (virtualised) list under the
+        pointer, and on a busy machine the press then lands on an option being redrawn and picks nothing."""
+        self.container(key).locator(".react-aria-ComboBox input").fill(option)
         choice = self.page.locator('[role="listbox"]').last.get_by_role("option", name=option, exact=True)
         self.settle(lambda: choice.click())
         self.page.keyboard.press("Escape")
