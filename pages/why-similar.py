@@ -15,6 +15,7 @@ from encoder.viz.text import printable
 from ui import pages, purpose, why
 
 SIGN = "Red: the word supports the target; blue: it works against it; white: it does not move it."
+CURVES = "the deletion and insertion curves"
 NUMBER = st.column_config.NumberColumn(format="%.4f")  # a value that underflows shows as 0.0000; the CSV keeps it
 
 
@@ -131,8 +132,7 @@ def deletion_test(fr: ui.Frame, trace: Trace, text: str, target: Target, steps: 
                "model is run again. A faithful ranking makes the target fall fast when its words go (low area on the "
                "left) and come back fast when they return (high area on the right). The dashed line is a random order.")
     run = purpose.get_run(fr, text, knocks)
-    if run.seq_len > why.AUTO_CURVES and not why.chart_cached(fr, text, target, steps, knocks) \
-            and not on_request(run.seq_len, "the deletion and insertion curves", "why_curves"):
+    if not why.chart_cached(fr, text, target, steps, knocks) and not ask_for_curves(run.seq_len):
         return
     progress = why.Progress()
     try:
@@ -162,6 +162,16 @@ def deletion_test(fr: ui.Frame, trace: Trace, text: str, target: Target, steps: 
         return scores.to_csv(index=False)
 
     ui.download("Download word rankings (CSV)", rankings_csv, f"{name}_scores.csv", "text/csv", where=right)
+
+
+def ask_for_curves(tokens: int) -> bool:
+    """The deletion test runs when asked (it costs more than the attributions above: every measure and method, then
+    about 200 perturbed sentences), once per sentence and target for every session; True in the run it is asked."""
+    if tokens > why.SLOW_CURVES:
+        return on_request(tokens, CURVES, "why_curves")
+    return st.button(f"Compute {CURVES}", key="why_curves", icon=":material/play_arrow:",
+                     help="Every measure and method ranks the words, then the model runs again on the sentence with "
+                     "words replaced, for each ranking. Computed once per sentence and target on this server.")
 
 
 def which_measure(fr: ui.Frame, kind: str, steps: int, knocks: purpose.Knocks) -> None:

@@ -25,7 +25,7 @@ from .progress import Progress
 __all__ = ["Progress", "get_attribution", "get_chart", "get_ranking", "target_of", "ranking_cases"]
 
 AUTO_ATTRIBUTE = 128  # tokens up to which attributions are computed when the page opens (longer: on request)
-AUTO_CURVES = 64  # the same for the faithfulness chart, which runs every measure and ~200 perturbed sentences
+SLOW_CURVES = 64  # tokens past which the faithfulness chart (always on request) is said to take a while
 # "Which measure is right here?": each example set's first sentence with its second and third (a paraphrase, a close
 # variant or a contrast). The unrelated fourth is left out: a similarity near 0 has little to lose when words go.
 RANKING_PAIRS: tuple[tuple[str, str], ...] = tuple((first, other) for first, *rest in purpose.SENTENCE_SETS.values()

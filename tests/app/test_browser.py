@@ -429,7 +429,7 @@ CONTENT = {
     "embeddings": (f"{CHART} svg.main-svg", 2),
     "trajectories": (f"{CHART} svg.main-svg", 1),
     "knockout": (f"{CHART} svg.main-svg", 2),
-    "why-similar": (f"{CHART} svg.main-svg", 4),  # the coloured tokens, a bar chart per sentence, the deletion test
+    "why-similar": (f"{CHART} svg.main-svg", 3),  # the coloured tokens, a bar chart per sentence
     "lessons": ("[data-testid='stMain'] [data-testid='stSelectbox']", 1),  # the Lesson box (Play beside it)
 }
 # Every page of the registry, clicked in the sidebar in its order; the default page last, to leave another one.

@@ -309,13 +309,16 @@ def test_every_figure_of_the_measures_is_whole_on_the_projector(projector, app, 
     settle(page, timeout=LOAD_MS)
     page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
     where = f"/{path}?{params} at {page.viewport_size}"
-    ranking = page.locator(f'{MAIN} [data-testid="stButton"] button').filter(has_text="Rank the measures")
-    if ranking.count():  # the ranking's chart too (computed once for the server, then kept)
-        ranking.click()
-        # Its chart, then quiet: on a busy machine the run may start after a short settle would have ended.
-        page.wait_for_function(f"() => ({EVERY_CHART_JS})().some(c => c.title.startsWith('Mean deletion AOPC'))",
-                               timeout=LOAD_MS, polling=200)
-        settle(page, timeout=LOAD_MS)
+    # The deletion test's chart and the ranking's too (each computed once for the server when asked, then kept).
+    for label, title in (("Compute the deletion and insertion curves", "Which ranking predicts"),
+                         ("Rank the measures", "Mean deletion AOPC")):
+        button = page.locator(f'{MAIN} [data-testid="stButton"] button').filter(has_text=label)
+        if button.count():
+            button.first.click()  # a button with help= holds a second <button> for its tooltip
+            # Its chart, then quiet: on a busy machine the run may start after a short settle would have ended.
+            page.wait_for_function(f"() => ({EVERY_CHART_JS})().some(c => c.title.startsWith({title!r}))",
+                                   timeout=LOAD_MS, polling=200)
+            settle(page, timeout=LOAD_MS)
     if path == "why-similar":  # the tokens, the bars, the deletion test and the ranking, each drawn
         page.wait_for_function(f"() => document.querySelectorAll('{MAIN} [data-testid=\"stPlotlyChart\"] "
                                "svg.main-svg').length >= 4", timeout=LOAD_MS, polling=200)

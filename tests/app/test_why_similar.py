@@ -24,6 +24,7 @@ from ui import pages, settings, why
 from ui.state import STORE
 
 PAGE = pages.page("why-similar").file
+CURVES = "Compute the deletion and insertion curves"
 TITLE = {"ig": "Integrated Gradients", "gxi": "Gradient × Input", "attgrad": "Attention × gradient"}
 
 
@@ -39,6 +40,16 @@ def open_page(params: dict | None = None):
     at.switch_page(PAGE).run()
     assert_clean(at)
     assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def with_curves(at):
+    """Press "Compute the deletion and insertion curves" unless another session of this module computed them already
+    (then they are drawn at once), and return `at` with the chart drawn."""
+    for button in [b for b in at.button if b.label == CURVES]:
+        button.click().run()
+        assert_clean(at)
+    assert titled(at, "Which ranking predicts the model?")
     return at
 
 
@@ -76,8 +87,10 @@ def test_the_page_draws_what_the_library_computes(params):
     # Integrated Gradients says its baseline and the completeness it reached (on a projector too: st.caption)
     assert any("Baseline: every word replaced by [MASK]" in c.value and f"{abs(direct[0].delta):.1e}" in c.value
                for c in at.caption)
-    # The faithfulness chart: every registered measure (or the reason it is left out), the methods and the random
-    # order, each legend entry with its areas, best deletion area first.
+    # The faithfulness chart, once asked for: every registered measure (or the reason it is left out), the methods and
+    # the random order, each legend entry with its areas, best deletion area first.
+    assert not titled(at, "Which ranking predicts the model?")
+    with_curves(at)
     chart, _ = faithfulness.faithfulness(model, trace, attribution.similarity_target(values["text_b"]))
     [fig] = titled(at, "Which ranking predicts the model?")
     legend = [t["name"] for t in fig["data"] if t.get("showlegend", True)]
@@ -92,6 +105,22 @@ def test_the_page_draws_what_the_library_computes(params):
         assert "DecompX decomposes Post-LN layers only" in skipped
     table = at.dataframe[0].value
     assert list(table["measure"]) == list(chart.summary()["measure"])
+
+
+def test_the_deletion_test_runs_when_asked_then_every_session_sees_it():
+    params = {"text": "A sentence no other test opens.", "method": "gxi"}
+    at = open_page(params)
+    fr, values = frame_of(at), at.session_state[STORE]
+    target = why.target_of(values)
+    assert titled(at, "Gradient × Input toward the similarity")  # the attributions come at once
+    assert not titled(at, "Which ranking") and not why.chart_cached(fr, values["text"], target, 20, frozenset())
+    [button] = [b for b in at.button if b.label == CURVES]
+    button.click().run()
+    assert_clean(at)
+    assert titled(at, "Which ranking predicts the model?")
+    assert why.chart_cached(fr, values["text"], target, 20, frozenset())
+    again = open_page(params)  # another session: drawn at once, no button
+    assert titled(again, "Which ranking predicts the model?") and CURVES not in [b.label for b in again.button]
 
 
 def test_token_target_and_the_other_methods():
@@ -109,24 +138,24 @@ def test_token_target_and_the_other_methods():
     [strip] = titled(at, "Attention × gradient toward token 5's own direction")
     np.testing.assert_allclose(strip_scores(strip), b.scores.tolist(), atol=1e-5)
     # the faithfulness chart of a one-token target includes attention flow, computed for that token
-    [fig] = titled(at, "Which ranking predicts the model?")
+    [fig] = titled(with_curves(at), "Which ranking predicts the model?")
     assert any(t["name"].startswith("Attention flow") for t in fig["data"])
 
 
 def test_the_downloads_are_offered():
-    at = open_page()
+    at = with_curves(open_page())
     found = {el.proto.label for el in at.get("download_button")}
     assert {"Download token scores (CSV)", "Download curves (CSV)", "Download word rankings (CSV)"} <= found
 
 
 def test_one_token_special_tokens_only_and_an_empty_second_sentence():
-    at = open_page({"text": "Hello"})  # one word: one removable position
+    at = with_curves(open_page({"text": "Hello"}))  # one word: one removable position
     assert titled(at, "Which ranking predicts the model?")
     chart, _ = why.get_chart(frame_of(at), "Hello", why.target_of(at.session_state[STORE]), 20, frozenset())
     assert chart.words == 1 and all(c.removed == (0, 1) for c in chart.curves)
     at = open_page({"text": "[SEP]"})  # only special tokens: nothing to attribute to
     assert any("only special tokens" in w.value for w in at.warning), [w.value for w in at.warning]
-    assert not titled(at, "Which ranking")
+    assert not titled(at, "Which ranking") and CURVES not in [b.label for b in at.button]
     at = open_page({"text_b": "   "})
     assert any("Type a second sentence" in i.value for i in at.info)
     assert not at.get("plotly_chart")

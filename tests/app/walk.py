@@ -36,8 +36,9 @@ LOAD_S = 120  # a page that builds a model or computes on open, on 2 busy cores
 STEP_S = 60  # one interaction
 QUIET_S = 0.3  # the app counts as settled after this long with no script run and no websocket traffic
 NO_RUN_S = 1.0  # an action that starts no script run within this long started none
-# Buttons whose run computes for a while (Why are these similar?: the deletion test over the built-in sentences).
-SLOW_BUTTONS = ("Rank the measures",)
+# Buttons whose run computes for a while (Why are these similar?: the deletion test, over the sentence or over the
+# built-in ones).
+SLOW_BUTTONS = ("Rank the measures", "Compute the deletion")
 
 
 
