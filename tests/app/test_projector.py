@@ -41,6 +41,7 @@ MAIN = '[data-testid="stMain"]'
 # The lesson player's helpers (the key listener, the file opener) are components too, but no figure.
 FIGURE = (f'{MAIN} :is([data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"], '
           '[data-testid="stBidiComponentIsolated"]:not(:is(.st-key-lesson-file, .st-key-lesson-keys) *))')
+NO_FIGURE = ("check", "lessons")  # the quiz has questions, the Lessons page a list of slides
 # A page is drawn once the script is idle and every chart it started has its SVG.
 DRAWN_JS = """([ready]) => document.querySelector(ready)
   && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('svg.main-svg'))
@@ -168,8 +169,14 @@ def test_every_page_fits_the_projector(projector, app, path):
             assert chart["bar"] <= chart["mapHeight"] + 1, f"{where}: colour bar taller than its map: {chart}"
         if chart["smallestTick"] is not None:
             assert chart["smallestTick"] >= MIN_PRESENT_FONT, f"{where}: tick labels below 14 px: {chart}"
-    if not page.locator(FIGURE).count():  # the quiz has questions, the Lessons page a list of slides: no figure
-        assert path in ("check", "lessons"), f"{where}: no chart or diagram on the page"
+    if path not in NO_FIGURE:  # a chart's element may mount after the run ends (on a busy machine, its code loads late)
+        try:
+            page.locator(FIGURE).first.wait_for(timeout=LOAD_MS)
+            page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+        except PlaywrightTimeout:
+            raise AssertionError(f"{where}: no chart or diagram on the page: {describe(page, app)}") from None
+    if not page.locator(FIGURE).count():
+        assert path in NO_FIGURE, f"{where}: no chart or diagram on the page"
         return
     scroll = path in SCROLLED
     box = page.evaluate(FIT_JS, [FIGURE, scroll])
