@@ -120,7 +120,8 @@ def attention_effect() -> None:
     # where two half-width charts each kept about 45 px of map.
     pair = drawn(trace, knocks, "pair", layer, head_sel, fr.present, build=lambda: attention.attention_pair(
         {"Intact": trace, "Knocked out": knocked}, layer, head_sel, presentation=fr.present))
-    st.plotly_chart(pair, config=export.png_config(export.export_name(trace, "intact-vs-knocked", f"L{layer}", who)))
+    ui.sideways("knockout-pair").plotly_chart(pair, config=export.png_config(export.export_name(
+        trace, "intact-vs-knocked", f"L{layer}", who)))
     before, after = ((run.attention[layer].mean(0) if avg else run.attention[layer, head]) for run in (trace, knocked))
     if torch.equal(before, after):
         st.info(f"Layer {layer} attends exactly as in the intact model: the knock-outs come after it, or it is the "

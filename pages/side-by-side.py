@@ -51,8 +51,8 @@ def placements(fr: ui.Frame, trace: Trace) -> None:
 
     pair = drawn("pair", layer, head, scale, fr.present, build=lambda: attention.attention_pair(
         {names["post"]: post, names["pre"]: pre}, layer, head, scale=scale, presentation=fr.present))
-    st.plotly_chart(pair, config=export.png_config(export.export_name(trace, "post-vs-pre", f"L{layer}", f"H{head}",
-                                                                      model=tag)))
+    ui.sideways("placement-pair").plotly_chart(pair, config=export.png_config(export.export_name(
+        trace, "post-vs-pre", f"L{layer}", f"H{head}", model=tag)))
     if note and fr.present:
         st.warning(note, icon=":material/warning:")
     left, right = st.columns(2)

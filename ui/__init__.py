@@ -324,6 +324,17 @@ def literal(text: str) -> str:
 _PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
+PAIR_MIN_PX = 640  # two maps side by side, their query labels and one colour bar: as on a 1024 px laptop, sidebar open
+
+
+def sideways(key: str, min_px: int = PAIR_MIN_PX):
+    """A container whose chart keeps at least `min_px` of width: on a narrower screen (a phone) it scrolls sideways
+    instead of squeezing two maps, their labels and titles over each other. Static CSS only."""
+    st.html(f"<style>.st-key-{key} {{overflow-x: auto;}} .st-key-{key} [data-testid='stElementContainer'] "
+            f"{{min-width: {int(min_px)}px;}}</style>")  # plotly takes the width of the element's container
+    return st.container(key=key)
+
+
 def caption(text: str) -> None:
     """An explanatory caption; hidden in presentation mode for clean slides."""
     if not state.get("present"):

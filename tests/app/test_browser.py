@@ -23,6 +23,7 @@ from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 import encoder
+import ui
 from devkit.hostile_inputs import BY_ID, EMPTY_IDS, MARKUP_IDS
 from devkit.server import READY, ROOT, RUN_LOG_INIT, ServerLog, streamlit_server
 from encoder import TAPS
@@ -377,6 +378,32 @@ def worst_cell_error(pixels: np.ndarray, colours: np.ndarray) -> float:
             near = colours[np.clip(sy + dy, 0, n - 1)][:, np.clip(sx + dx, 0, n - 1)]
             best = np.minimum(best, np.abs(pixels - near).max(-1))
     return float(best.max())
+
+
+PAIR_BOX_JS = """b => ({box: b.clientWidth, scroll: b.scrollWidth,
+                        chart: b.querySelector('svg.main-svg').getBoundingClientRect().width,
+                        page: document.documentElement.scrollWidth, window: window.innerWidth})"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width", [420, 1440])
+@pytest.mark.parametrize(("path", "params", "key"), [("/side-by-side", {}, "placement-pair"),
+                                                     ("/knockout", {"ablate": "3.1"}, "knockout-pair")],
+                         ids=["compare", "knockout"])
+def test_a_pair_of_maps_scrolls_sideways_on_a_phone_instead_of_squeezing(page, app, path, params, key, width):
+    """Two maps in one chart keep ui.PAIR_MIN_PX on a phone (their box scrolls sideways, the page does not); on a wide
+    screen the chart takes the box's width and nothing scrolls."""
+    page.set_viewport_size({"width": width, "height": 900})
+    open_app(page, app, path, params)
+    page.wait_for_selector(f".st-key-{key} svg.main-svg", timeout=LOAD_MS)
+    sizes = page.locator(f".st-key-{key}").evaluate(PAIR_BOX_JS)
+    assert sizes["page"] <= sizes["window"], sizes
+    if width < ui.PAIR_MIN_PX:
+        assert sizes["chart"] >= ui.PAIR_MIN_PX - 1 and sizes["scroll"] > sizes["box"], sizes
+    else:
+        assert sizes["box"] > ui.PAIR_MIN_PX and abs(sizes["chart"] - sizes["box"]) <= 1, sizes
+        assert sizes["scroll"] <= sizes["box"], sizes
+    assert_clean(page, app)
 
 
 @pytest.mark.browser
