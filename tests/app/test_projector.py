@@ -135,6 +135,16 @@ def open_page(page: Page, app: App, path: str, present: bool = True) -> None:
         raise AssertionError(f"/{path} never finished drawing: {describe(page, app)}") from None
 
 
+def wait_for_figure(page: Page, app: App, selector: str, where: str) -> None:
+    """Wait until the page's main figure is mounted and drawn: a chart or component may mount after its script run
+    has ended (on a busy machine its code loads late), so a settled run is not yet a drawn page."""
+    try:
+        page.locator(selector).first.wait_for(timeout=LOAD_MS)
+        page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+    except PlaywrightTimeout:
+        raise AssertionError(f"{where}: no chart or diagram on the page: {describe(page, app)}") from None
+
+
 def test_presentation_mode_toggles_the_sidebar_and_stays_reachable(projector, app):
     """Switching presentation off from the page folds the sidebar back out; the toggle there then reads off."""
     page = projector
@@ -169,12 +179,8 @@ def test_every_page_fits_the_projector(projector, app, path):
             assert chart["bar"] <= chart["mapHeight"] + 1, f"{where}: colour bar taller than its map: {chart}"
         if chart["smallestTick"] is not None:
             assert chart["smallestTick"] >= MIN_PRESENT_FONT, f"{where}: tick labels below 14 px: {chart}"
-    if path not in NO_FIGURE:  # a chart's element may mount after the run ends (on a busy machine, its code loads late)
-        try:
-            page.locator(FIGURE).first.wait_for(timeout=LOAD_MS)
-            page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
-        except PlaywrightTimeout:
-            raise AssertionError(f"{where}: no chart or diagram on the page: {describe(page, app)}") from None
+    if path not in NO_FIGURE:
+        wait_for_figure(page, app, FIGURE, where)
     if not page.locator(FIGURE).count():
         assert path in NO_FIGURE, f"{where}: no chart or diagram on the page"
         return
@@ -333,6 +339,7 @@ def test_every_figure_of_the_measures_is_whole_on_the_projector(projector, app, 
     assert_clean(page, app, since)
     assert_whole(page, where)
     if path == "inside-a-head":  # the head view with the measure's lines, whole at first load
+        wait_for_figure(page, app, FIGURE, where)
         page.evaluate("document.querySelector('[data-testid=\"stMain\"]').scrollTop = 0")
         box = page.evaluate(FIT_JS, [FIGURE, False])
         assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, f"{where}: {box}"
@@ -407,6 +414,7 @@ def lesson_bar_whole(page: Page, app: App, name: str) -> None:
         bar = page.evaluate(BAR_JS)
         assert bar["bar"]["top"] >= 0 and bar["bar"]["bottom"] <= bar["header"] + 1, f"{where}: bar {bar}"
         assert bar["bar"]["left"] >= 0 and bar["bar"]["right"] <= bar["vw"], f"{where}: bar {bar}"
+        wait_for_figure(page, app, SLIDE_FIGURE, where)
         box = page.evaluate(FIT_JS, [SLIDE_FIGURE, False])
         assert box is not None, f"{where}: no figure"
         assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, f"{where}: figure off screen: {box}"
