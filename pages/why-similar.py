@@ -16,6 +16,8 @@ from ui import pages, purpose, why
 
 SIGN = "Red: the word supports the target; blue: it works against it; white: it does not move it."
 CURVES = "the deletion and insertion curves"
+CURVES_HELP = ("Every measure and method ranks the words, then the model runs again on the sentence with words replaced, "
+               "for each ranking. Computed once per sentence and target on this server.")
 NUMBER = st.column_config.NumberColumn(format="%.4f")  # a value that underflows shows as 0.0000; the CSV keeps it
 
 
@@ -69,11 +71,13 @@ def knockouts(fr: ui.Frame) -> purpose.Knocks:
     return knocks
 
 
-def on_request(tokens: int, what: str, key: str) -> bool:
-    """A button for work that takes long at this length; True in the run it is pressed."""
-    st.info(f"This sentence has {tokens} tokens, so {what} take a while here (a minute or more on a busy 2-core "
-            "server); they are computed when you ask.", icon=":material/hourglass_top:")
-    return st.button(f"Compute {what}", key=key, icon=":material/play_arrow:")
+def on_request(tokens: int, what: str, key: str, *, slow: bool = True, help: str | None = None) -> bool:
+    """A button for work computed when asked, said to take long at this length when `slow`; True in the run it is
+    pressed."""
+    if slow:
+        st.info(f"This sentence has {tokens} tokens, so {what} take a while here (a minute or more on a busy 2-core "
+                "server); they are computed when you ask.", icon=":material/hourglass_top:")
+    return st.button(f"Compute {what}", key=key, icon=":material/play_arrow:", help=help)
 
 
 def attributions(fr: ui.Frame, texts: list[str], target: Target, method: str, steps: int,
@@ -132,7 +136,10 @@ def deletion_test(fr: ui.Frame, trace: Trace, text: str, target: Target, steps: 
                "model is run again. A faithful ranking makes the target fall fast when its words go (low area on the "
                "left) and come back fast when they return (high area on the right). The dashed line is a random order.")
     run = purpose.get_run(fr, text, knocks)
-    if not why.chart_cached(fr, text, target, steps, knocks) and not ask_for_curves(run.seq_len):
+    # On request at every length (it costs more than the attributions above: every measure and method, then the
+    # perturbed sentences), then kept for every session.
+    if not why.chart_cached(fr, text, target, steps, knocks) and not on_request(
+            run.seq_len, CURVES, "why_curves", slow=run.seq_len > why.SLOW_CURVES, help=CURVES_HELP):
         return
     progress = why.Progress()
     try:
@@ -162,16 +169,6 @@ def deletion_test(fr: ui.Frame, trace: Trace, text: str, target: Target, steps: 
         return scores.to_csv(index=False)
 
     ui.download("Download word rankings (CSV)", rankings_csv, f"{name}_scores.csv", "text/csv", where=right)
-
-
-def ask_for_curves(tokens: int) -> bool:
-    """The deletion test runs when asked (it costs more than the attributions above: every measure and method, then
-    about 200 perturbed sentences), once per sentence and target for every session; True in the run it is asked."""
-    if tokens > why.SLOW_CURVES:
-        return on_request(tokens, CURVES, "why_curves")
-    return st.button(f"Compute {CURVES}", key="why_curves", icon=":material/play_arrow:",
-                     help="Every measure and method ranks the words, then the model runs again on the sentence with "
-                     "words replaced, for each ranking. Computed once per sentence and target on this server.")
 
 
 def which_measure(fr: ui.Frame, kind: str, steps: int, knocks: purpose.Knocks) -> None:
