@@ -195,8 +195,10 @@ def bench(runs: int) -> dict:
 # Before the app loads: every Event Timing entry of 16 ms or more, and every websocket message's size and time.
 EVENTS_INIT = """(() => {
   const ev = window.__ev = {entries: [], ws: []};
+  const entry = ev.entry = (e) => ({name: e.name, duration: e.duration, start: e.startTime,
+    ps: e.processingStart, pe: e.processingEnd});
   ev.observer = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) ev.entries.push({name: e.name, duration: e.duration, start: e.startTime});
+    for (const e of list.getEntries()) ev.entries.push(entry(e));
   });
   ev.observer.observe({type: 'event', durationThreshold: 16, buffered: true});
   const Native = window.WebSocket;
@@ -215,7 +217,7 @@ START_JS = """() => { window.__ev.entries = []; window.__ev.counts = Object.from
 # After the last input: two frames and a task, so the observer has had the entries of the last events.
 END_JS = """() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(() => {
   const ev = window.__ev;
-  ev.entries.push(...ev.observer.takeRecords().map(e => ({name: e.name, duration: e.duration, start: e.startTime})));
+  ev.entries.push(...ev.observer.takeRecords().map(ev.entry));
   const counts = {};
   for (const [k, v] of performance.eventCounts) if (v - (ev.counts[k] || 0)) counts[k] = v - (ev.counts[k] || 0);
   done({entries: ev.entries.filter(e => e.start >= ev.t0), counts});
@@ -243,8 +245,22 @@ def timed_batch(page, view: str, inputs: list) -> dict:
             paints.append(float(after["inputMs"]))
     got = page.evaluate(END_JS)
     timed = {k: v for k, v in got["counts"].items() if k in TIMED}
-    return {"events": sum(timed.values()), "counts": timed, "durations": sorted(e["duration"] for e in got["entries"]),
-            "paints": paints}
+    entries = got["entries"]
+    return {"events": sum(timed.values()), "counts": timed, "durations": sorted(e["duration"] for e in entries),
+            "paints": paints, "handlers": per_input(entries)}
+
+
+def per_input(entries: list[dict]) -> list[float]:
+    """The event handlers' time of each input (processingEnd - processingStart summed over its entries): an input's
+    events start within a few ms of each other, inputs PAUSE_MS apart."""
+    out: list[float] = []
+    last = None
+    for e in sorted(entries, key=lambda e: e["start"]):
+        if last is None or e["start"] - last > PAUSE_MS / 2:
+            out.append(0.0)
+        out[-1] += e["pe"] - e["ps"]
+        last = e["start"]
+    return out
 
 
 def open_at(page, url: str, path: str, params: dict, view: str) -> None:
@@ -434,9 +450,12 @@ def events(args) -> None:
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, Chromium headless, {started}; load average "
           f"{load[0]:.1f} at start, {load[1]:.1f} at end")
     print("\nEvent Timing (durationThreshold 16 ms; Chromium reports durations in 8 ms steps): the timed events each "
-          "kind of input caused, how many took >= 16 ms, over 16 and over 33, and the reported durations (ms:count)")
+          "kind of input caused, how many took >= 16 ms, over 16 and over 33, and the reported durations (ms:count). Of "
+          "those entries: the time in event handlers per input (processingEnd - processingStart, summed over its "
+          "events), median and max; the rest of a duration is the browser's: waiting for the next frame, style, "
+          "layout, paint, raster and presentation")
     head = (f"{'view':<10} {'tokens':>6} {'input':<14} {'events':>6} {'>=16':>5} {'>16':>4} {'>33':>4} "
-            f"{'to paint, med':>14}  durations")
+            f"{'to paint, med':>14} {'handlers med/max':>16}  durations")
     print(head + "\n" + "-" * len(head))
     rows = []
     for (name, n), kinds in results.items():
@@ -444,12 +463,15 @@ def events(args) -> None:
         for kind, r in kinds.items():
             over = sum(d > limit for d in r["durations"])
             paint = statistics.median(r["paints"]) if r["paints"] else float("nan")
+            handler = (statistics.median(r["handlers"]), max(r["handlers"])) if r["handlers"] else (0.0, 0.0)
             rows.append({"view": name, "tokens": n, "input": kind, "events": r["events"], "ge16": len(r["durations"]),
                          "over16": sum(d > 16 for d in r["durations"]), "over33": sum(d > 33 for d in r["durations"]),
                          "max": max(r["durations"], default=0), "paint_median_ms": round(paint, 1),
-                         "met": over == 0, "counts": r["counts"], "durations": r["durations"]})
+                         "met": over == 0, "counts": r["counts"], "durations": r["durations"],
+                         "handler_median_ms": round(handler[0], 2), "handler_max_ms": round(handler[1], 2)})
             print(f"{name:<10} {n:>6} {kind:<14} {r['events']:>6} {len(r['durations']):>5} "
-                  f"{rows[-1]['over16']:>4} {rows[-1]['over33']:>4} {paint:>14.1f}  {distribution(r['durations'])}"
+                  f"{rows[-1]['over16']:>4} {rows[-1]['over33']:>4} {paint:>14.1f} {handler[0]:>7.1f}/{handler[1]:<7.1f} "
+                  f" {distribution(r['durations'])}"
                   f"{'' if over == 0 else '   <- over ' + str(limit) + ' ms'}")
     if not whole:
         print(json.dumps({"bench": "events", "rows": rows, "machine": {"cpu": cpu_name(), "loadavg": load}}))

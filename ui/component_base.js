@@ -178,6 +178,12 @@ export function el(tag, cls, text) {
   return e;
 }
 
+// A node's text, written only when it differs: writing the same text again still replaces the text node, and the
+// browser lays it out again in the frame after an input.
+export function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
 export function svgEl(tag, attrs = {}, text) {
   const e = document.createElementNS(SVG_NS, tag);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));

@@ -216,8 +216,12 @@ export function mapTitle({ s, m, tokens, H, train, hidden }) {
   return `${name}${into}${where}${who}${gone}${train ? " · training mode: dropout on" : ""}`;
 }
 
-// A colour bar: the palette from the top of the scale (top of the canvas) down to 0.
+// A colour bar: the palette from the top of the scale (top of the canvas) down to 0. Drawn again only when the
+// palette or the canvas changed (fitCanvas empties it: resized() forgets it).
+const BARS = new WeakMap(); // canvas -> the palette drawn on it
 function drawBar(canvas, lut) {
+  if (BARS.get(canvas) === lut) return;
+  BARS.set(canvas, lut);
   const ctx = canvas.getContext("2d");
   const h = canvas.height;
   for (let y = 0; y < h; y++) {
@@ -227,12 +231,20 @@ function drawBar(canvas, lut) {
   }
 }
 
-// Five tick labels from 0 to top beside a bar at x, from y (top) down `height` px.
-function barTicks(top, x, y, height) {
-  return [0, 1, 2, 3, 4].map((n) => {
-    const t = el("span", "hm-tick hm-c", ((top * n) / 4).toFixed(top < 0.1 ? 3 : 2));
-    Object.assign(t.style, { left: `${x}px`, top: `${y + height * (1 - n / 4)}px` });
-    return t;
+function resized(canvas, w, h) {
+  BARS.delete(canvas);
+  fitCanvas(canvas, w, h);
+}
+
+// Five tick labels from 0 to top beside a bar at x, from y (top) down `height` px, in `box`: its five spans are
+// made once, then only what changed is written.
+function barTicks(box, top, x, y, height) {
+  if (box.children.length !== 5) box.replaceChildren(...[0, 1, 2, 3, 4].map(() => el("span", "hm-tick hm-c")));
+  [...box.children].forEach((t, n) => {
+    setText(t, ((top * n) / 4).toFixed(top < 0.1 ? 3 : 2));
+    const [left, at] = [`${x}px`, `${y + height * (1 - n / 4)}px`];
+    if (t.style.left !== left) t.style.left = left;
+    if (t.style.top !== at) t.style.top = at;
   });
 }
 
@@ -298,6 +310,7 @@ class AttentionMap extends View {
     // the picture gets the screen's whole height below the page's title.
     this.root.append(bar, this.reason, heading, this.sub, this.stage, this.note);
     this.sources = [0, 1].map(() => el("canvas")); // K x K, one pixel per cell
+    this.images = [null, null]; // their pixels, kept while K stays
     this.scratch = el("canvas"); // a thumbnail's n x n pixels
   }
 
@@ -462,7 +475,7 @@ class AttentionMap extends View {
       this.mapTitles[i].hidden = !pair;
     });
     const barX = left + mapsW + 12;
-    fitCanvas(this.cbar, BAR_W, side);
+    resized(this.cbar, BAR_W, side);
     Object.assign(this.cbar.style, { left: `${barX}px`, top: `${top}px` });
     Object.assign(this.yTitle.style, { left: "0px", top: `${top + side / 2}px` });
     Object.assign(this.cTitle.style, { left: `${barX + BAR_W + font * 3.2}px`, top: `${top + side / 2}px` });
@@ -504,7 +517,7 @@ class AttentionMap extends View {
     this.grid.style.setProperty("--font", `${font}px`);
     fitCanvas(this.thumbCanvas, f.W, f.H);
     f.bar = { x: f.W + 8, y: f.top + (this.s.view === "model" ? 0 : f.label), h: Math.min(f.cell * f.rows, 300) };
-    fitCanvas(this.thumbBar, BAR_W, f.bar.h);
+    resized(this.thumbBar, BAR_W, f.bar.h);
     Object.assign(this.thumbBar.style, { left: `${f.bar.x}px`, top: `${f.bar.y}px` });
     Object.assign(this.grid.style, { width: `${f.W + BAR_W + font * 4 + 16}px`, height: `${f.H}px` });
     const labels = [];
@@ -555,9 +568,9 @@ class AttentionMap extends View {
     if (refused) this.stamp.drawn(); // what is drawn is the reason, above the (dimmed) last picture
     else if (this.s.view === "head") this.drawMaps();
     else this.drawThumbs();
-    this.note.textContent = refused ? "" : noteText({ layer: this.s.view === "model" ? null : this.s.layer,
+    setText(this.note, refused ? "" : noteText({ layer: this.s.view === "model" ? null : this.s.layer,
       shares: this.shares, measure: this.s.measure,
-      meta: this.meta, specialNames: this.specialNames });
+      meta: this.meta, specialNames: this.specialNames }));
     Object.assign(this.root.dataset, { view: this.s.view, layer: String(this.s.layer), head: String(this.s.head),
       avg: this.s.avg ? "1" : "0", hide: this.s.hide_special ? "1" : "0", scale: this.s.scale, measure: this.s.measure,
       beside: this.s.beside ? "1" : "0", query: String(this.s.query), held: this.heldText() });
@@ -578,7 +591,7 @@ class AttentionMap extends View {
     const beside = this.flagBox.querySelector('[data-flag="beside"]');
     beside.disabled = s.view !== "head" || s.measure === "raw";
     beside.title = beside.disabled ? "Choose a measure other than raw attention, in the one-head view" : "Raw attention beside this measure, on one colour scale";
-    this.scaleBox.querySelector('[data-scale="fixed"]').textContent = m.rows1 ? SCALE_NAMES.fixed : "0 to largest";
+    setText(this.scaleBox.querySelector('[data-scale="fixed"]'), m.rows1 ? SCALE_NAMES.fixed : "0 to largest");
     if (this.measureSelect.value !== s.measure) this.measureSelect.value = s.measure;
     const why = [];
     if (this.refused[s.measure]) why.push(this.refused[s.measure]);
@@ -589,7 +602,7 @@ class AttentionMap extends View {
         + "compute another (a few seconds).");
     }
     if (this.missing().length && !this.refused[s.measure]) why.push(`Loading ${m.label}…`);
-    this.reason.textContent = why.join(" ");
+    setText(this.reason, why.join(" "));
   }
 
   // One map, or raw attention and the measure side by side, each as {key, plane, K, rows, exact, half, top}.
@@ -621,26 +634,26 @@ class AttentionMap extends View {
     const shown = this.shownMaps();
     const ready = shown.every(Boolean);
     this.root.classList.toggle("loading", !ready);
-    this.title.textContent = this.caption();
+    setText(this.title, this.caption());
     Object.assign(this.root.dataset, { title: this.title.textContent, exact: "0" });
     if (!ready || !this.side) return; // the last picture stays, dimmed, under the new title
     const top = sharedTop(shown, this.s.scale, Math.max(...shown.map((x) => x.fixed)));
     shown.forEach((x, i) => {
       const src = this.sources[i];
-      Object.assign(src, { width: x.K, height: x.K });
+      if (src.width !== x.K || src.height !== x.K) Object.assign(src, { width: x.K, height: x.K });
       const sctx = src.getContext("2d");
-      const img = sctx.createImageData(x.K, x.K);
+      if (this.images[i]?.width !== x.K) this.images[i] = sctx.createImageData(x.K, x.K); // paint() fills every pixel
+      const img = this.images[i];
       paint(img.data, x.plane, x.K, { scale: this.s.scale, top, lut: this.lut, rows: x.rows });
       sctx.putImageData(img, 0, 0);
       const ctx = this.maps[i].getContext("2d");
       ctx.setTransform(1, 0, 0, 1, 0, 0);
       ctx.imageSmoothingEnabled = false; // one block of pixels per cell: nearest neighbour, never blurred
       ctx.drawImage(src, 0, 0, this.maps[i].width, this.maps[i].height);
-      this.mapTitles[i].textContent = this.meta[x.key].label;
+      setText(this.mapTitles[i], this.meta[x.key].label);
     });
     this.shown = shown;
     this.colourBar(top);
-    this.title.textContent = this.caption();
     this.showRead();
     Object.assign(this.root.dataset, { exact: shown[shown.length - 1].exact ? "1" : "0", title: this.title.textContent,
       step: String(this.step) });
@@ -661,8 +674,8 @@ class AttentionMap extends View {
 
   colourBar(top) {
     drawBar(this.cbar, this.lut);
-    this.cTicks.replaceChildren(...barTicks(top, this.barX + BAR_W + 4, this.top, this.side));
-    this.cTitle.textContent = this.barTitle();
+    barTicks(this.cTicks, top, this.barX + BAR_W + 4, this.top, this.side);
+    setText(this.cTitle, this.barTitle());
   }
 
   valueText(x, cell) {
@@ -705,7 +718,7 @@ class AttentionMap extends View {
     const n = Math.min(keep.length, THUMB_CELLS[s.view]);
     const ready = lay && lay.id === stackId(this.id, m, s.query) && list.every(([layer]) => lay.has(layer));
     this.root.classList.toggle("loading", !ready);
-    this.title.textContent = this.thumbCaption(keep.length, n);
+    setText(this.title, this.thumbCaption(keep.length, n));
     if (!ready) return;
     const token = (this.drawing = {});
     const means = [];
@@ -747,8 +760,7 @@ class AttentionMap extends View {
       ctx.drawImage(this.scratch, x, y, f.cell, f.cell);
     });
     drawBar(this.thumbBar, this.lut);
-    this.thumbTicks.replaceChildren(...(this.s.scale === "row" ? barTicks(1, f.bar.x + BAR_W + 4, f.bar.y, f.bar.h)
-      : barTicks(top, f.bar.x + BAR_W + 4, f.bar.y, f.bar.h)));
+    barTicks(this.thumbTicks, this.s.scale === "row" ? 1 : top, f.bar.x + BAR_W + 4, f.bar.y, f.bar.h);
     Object.assign(this, { thumbMeans: means, thumbN: n, thumbTop: top });
     this.root.dataset.thumbs = String(list.length);
     this.stamp.drawn();
