@@ -81,15 +81,27 @@ def add_view(here: str) -> None:
     here: the URL path of the page on screen ("" for the default page)."""
     page = page_named(here)
     if page is not None:  # the Lessons page is no view
-        with st.expander("Add this view to a lesson", icon=":material/playlist_add:"):
-            with st.form("add-view", border=False):
-                st.text_input("Slide title (optional)", key=ADD_TITLE, placeholder=page.title, max_chars=MAX_TITLE)
-                st.text_area("Note (optional): a talking point", key=ADD_NOTE, height=90, max_chars=MAX_TEXT)
-                st.form_submit_button("Add this view", icon=":material/add:", on_click=_add, args=(page.path,))
-            messages("sidebar")
+        # Its form is built only while the box is open (opening it runs the script once): closed, as on every
+        # student's screen, it costs a run nothing. One box per page, so a page opened later starts with it closed
+        # in the browser and on the server alike.
+        box = st.expander("Add this view to a lesson", icon=":material/playlist_add:", key=open_key(page.path),
+                          on_change="rerun")
+        if box.open:
+            with box:
+                with st.form("add-view", border=False):
+                    st.text_input("Slide title (optional)", key=ADD_TITLE, placeholder=page.title,
+                                  max_chars=MAX_TITLE)
+                    st.text_area("Note (optional): a talking point", key=ADD_NOTE, height=90, max_chars=MAX_TEXT)
+                    st.form_submit_button("Add this view", icon=":material/add:", on_click=_add, args=(page.path,))
+                messages("sidebar")
     count = len(player.own().slides)
     st.button(f"Your lesson: {count} slide{'s' if count != 1 else ''}", icon=":material/slideshow:", key="open-own",
               on_click=open_own, width="stretch", help="Open your lesson on the Lessons page to edit, play or keep it")
+
+
+def open_key(path: str) -> str:
+    """The widget key of a page's "Add this view to a lesson" box (open or closed: not a setting)."""
+    return f"add-view-open-{path}"
 
 
 def _add(path: str) -> None:

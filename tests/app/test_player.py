@@ -162,6 +162,10 @@ def test_talking_points_fold_and_the_answer_is_revealed_on_request():
 
 # --------------------------------------------------------------------------------------------- your own lesson
 def add_view(at: AppTest, title: str = "", note: str = "") -> None:
+    box = next(e for e in at.sidebar.expander if e.label == "Add this view to a lesson")
+    if not any(w.key == authoring.ADD_TITLE for w in at.text_input):  # the box is closed: its form is not built
+        at.session_state[box.proto.id.split("-", 2)[2]] = True  # what a click on it sets ("$$ID-<hash>-<key>")
+        at.run()
     at.text_input(key=authoring.ADD_TITLE).input(title)
     at.text_area(key=authoring.ADD_NOTE).input(note)
     press(at, "Add this view")
@@ -376,3 +380,15 @@ def test_unknown_settings_are_dropped_with_a_note_and_a_missing_model_is_named()
     assert store(at)["model"] == settings.PRETRAINED and figure_components(at)  # the map: the rest of the view still shows
     press(at, "Next")
     assert store(at)["slide"] == 2 and shown_title(at) == "Here" and at.get("graphviz_chart") and not at.warning
+
+
+def test_the_add_view_box_builds_its_form_only_while_open_and_every_page_starts_with_it_closed():
+    at = start({})
+    form = lambda: [w.key for w in at.text_input if w.key == authoring.ADD_TITLE]  # noqa: E731
+    assert [e.label for e in at.sidebar.expander] == ["Add this view to a lesson"] and form() == []
+    add_view(at, "One")  # opens the box, as a click on it does
+    assert form() and own(at).slides[-1].title == "One"
+    go_to(at, "pages/diagram.py")
+    assert [e.label for e in at.sidebar.expander] == ["Add this view to a lesson"] and form() == []
+    add_view(at, "Two")
+    assert [s.title for s in own(at).slides] == ["One", "Two"]
