@@ -244,22 +244,31 @@ def test_the_folded_sentence_box_shows_user_text_as_typed(projector, app):
 
 
 # Token trajectories: each path's labels (annotations) and what the axes span against what the points span.
-TRAJECTORY_JS = """() => {
-  const gd = [...document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')]
-    .find(g => (g.querySelector('.gtitle')?.textContent ?? '').startsWith('Token trajectories'));
-  const span = (k) => { const v = gd.calcdata.flatMap(trace => trace.map(p => p[k])).filter(Number.isFinite);
-                        return [Math.min(...v), Math.max(...v)]; };  // every point plotly drew
-  return {labels: [...gd.querySelectorAll('.annotation-text-g')].map(a => {
-            const b = a.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom, a.textContent]; }),
+TRAJECTORY_CHART = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')]
+  .find(g => (g.querySelector('.gtitle')?.textContent ?? '').startsWith('Token trajectories'))"""
+# Plotly draws the title, then the points, then the annotations: the chart is read once its labels are there.
+TRAJECTORY_DRAWN = f"""() => {{ const gd = ({TRAJECTORY_CHART})();
+  return !!(gd && gd.calcdata && gd.querySelectorAll('.annotation-text-g').length); }}"""
+TRAJECTORY_JS = f"""() => {{
+  const gd = ({TRAJECTORY_CHART})();
+  const span = (k) => {{ const v = gd.calcdata.flatMap(trace => trace.map(p => p[k])).filter(Number.isFinite);
+                        return [Math.min(...v), Math.max(...v)]; }};  // every point plotly drew
+  return {{labels: [...gd.querySelectorAll('.annotation-text-g')].map(a => {{
+            const b = a.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom, a.textContent]; }}),
           x: gd._fullLayout.xaxis.range, y: gd._fullLayout.yaxis.range, xs: span('x'), ys: span('y'),
-          fonts: [...gd.querySelectorAll('.annotation-text')].map(t => parseFloat(getComputedStyle(t).fontSize))};
-}"""
+          fonts: [...gd.querySelectorAll('.annotation-text')].map(t => parseFloat(getComputedStyle(t).fontSize))}};
+}}"""
 
 
 def test_trajectory_labels_never_overlap_and_the_axes_span_the_points(projector, app):
     """Issue 23: "emb" printed over "animal (L5)", and an x axis from -25 to 20 for points from -10 to 5."""
     page, since = projector, len(app.log.lines)
     open_page(page, app, "trajectories")
+    wait_for_figure(page, app, FIGURE, "Token trajectories")  # a chart may mount after its run has ended
+    try:
+        page.wait_for_function(TRAJECTORY_DRAWN, timeout=LOAD_MS, polling=200)
+    except PlaywrightTimeout:
+        raise AssertionError(f"the Token trajectories chart was never drawn: {describe(page, app)}") from None
     t = page.evaluate(TRAJECTORY_JS)
     names = [b[4] for b in t["labels"]]
     assert {"it (L5)", "animal (L5)", "street (L5)"} <= set(names), names  # the highlighted paths are named
