@@ -31,8 +31,9 @@ fi
 
 .venv-test/bin/python -m ruff check .
 # Most of the suite on two workers, a whole module each, the longest first; then the modules marked `alone` (those
-# that load servers with a class), one after another, as the whole suite used to run (tests/conftest.py says why). TEST_WORKERS=0 runs the first part serially too. Both parts always run; pytest's exit code 5 (no test selected)
-# is no failure.
+# that load servers with a class), one after another, as the whole suite used to run (tests/conftest.py says why).
+# TEST_WORKERS=0 runs the first part serially too. Both parts always run; pytest's exit code 5 (no test selected) is
+# no failure.
 status=0
 .venv-test/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder -m "not alone" "$@" \
   || { rc=$?; [ "$rc" -eq 5 ] || status=$rc; }
