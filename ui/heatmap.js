@@ -18,6 +18,8 @@ const THUMB_CELLS = { layer: 64, model: 32 }; // thumbnails are block means of a
 const SCALE_NAMES = { fixed: "0 to 1", auto: "Auto", row: "Per row" }; // ui/settings.py SCALE_LABELS
 const PICKED = ["view", "layer", "head", "avg", "hide_special", "scale", "measure", "beside", "query"];
 const CHUNK_MS = 8; // thumbnails computed per animation frame, so no input waits for more than a frame
+const CUTS_KEPT = 8; // planes cut to the shown positions, kept for toggling back (at 512 tokens 1 MB each)
+const WARM_SLACK_MS = 3; // idle-time work starts a step only with this much of the idle period left
 // Presentation mode: the controls' column beside the picture (ui/heatmap.css: at least 17.5em of 16 px), so the
 // picture keeps the rest of the width and the screen's height below the page's title.
 export const panelWidth = (width) => Math.max(PANEL_PX, Math.round(0.28 * width));
@@ -252,7 +254,7 @@ class AttentionMap extends View {
   constructor(parent) {
     super(parent, "hm", () => this.missing().length === 0);
     Object.assign(this, { stacks: new Map(), exact: null, at: null, asked: null, geometry: "", thumbs: new Map(),
-      nonce: Math.random().toString(36).slice(2, 10), refused: {}, shares: {}, s: null });
+      cuts: new Map(), nonce: Math.random().toString(36).slice(2, 10), refused: {}, shares: {}, s: null });
     this.build();
     this.wire();
   }
@@ -323,6 +325,7 @@ class AttentionMap extends View {
         specialNames: h.specialNames, exact: null, at: null, geometry: "" });
       this.stacks.clear();
       this.thumbs.clear();
+      this.cuts.clear();
       this.widestAt = {};
     }
     this.meta = Object.fromEntries(h.measures.map((m) => [m.key, m]));
@@ -625,9 +628,52 @@ class AttentionMap extends View {
       return { key, plane: this.exact.plane, digits: this.exact.digits, K, rows, exact: true, half: 0, fixed };
     }
     if (!current || !lay.has(s.layer)) return null;
-    let plane = !m.perHead ? lay.plane(s.layer, 0) : s.avg ? lay.mean(s.layer) : lay.plane(s.layer, s.head);
-    if (K < this.T) plane = cut(plane, this.T, keep, m.rows1);
+    const plane = this.planeOf(lay, m, s.layer, s.avg ? -1 : s.head, keep);
     return { key, plane, K, rows, exact: false, half: lay.halfStep(s.layer), fixed };
+  }
+
+  // A held layer's plane as a map draws it: one head's (head -1: the head mean), cut to the positions shown. The last
+  // few cuts are kept, so Hide specials, a colour scale or Beside raw clicked again does not cut again (at 512
+  // tokens a cut is 260,100 cells).
+  planeOf(lay, m, layer, head, keep) {
+    const h = m.perHead ? head : 0;
+    const plane = h < 0 ? lay.mean(layer) : lay.plane(layer, h);
+    if (keep.length === this.T) return plane;
+    const id = `${lay.id}|${layer}|${h}|${keep.length}`;
+    if (!this.cuts.has(id)) {
+      this.cuts.set(id, cut(plane, this.T, keep, m.rows1));
+      if (this.cuts.size > CUTS_KEPT) this.cuts.delete(this.cuts.keys().next().value); // the oldest
+    }
+    return this.cuts.get(id);
+  }
+
+  // After a drawing, in idle time: what the next toggle would draw from the layers held (the head mean, the other
+  // side of Hide specials, raw attention for Beside raw), one head's sum or one cut per step, so that click only
+  // paints. A newer drawing drops the rest; an input meanwhile waits for one step at most (~1-3 ms at 512 tokens).
+  warm() {
+    const { s } = this;
+    const layer = s.layer;
+    const token = (this.warming = {});
+    const jobs = [];
+    for (const key of new Set([s.measure, "raw"])) {
+      const m = this.meta[key];
+      const lay = this.stacks.get(key);
+      if (!m || !lay || lay.id !== stackId(this.id, m, s.query)) continue;
+      for (const [avg, hide] of [[s.avg, !s.hide_special], [!s.avg, s.hide_special], [s.avg, s.hide_special]]) {
+        if (m.perHead || !avg) jobs.push({ lay, m, head: avg ? -1 : s.head, keep: kept(this.T, this.specials, hide) });
+      }
+    }
+    const step = (deadline) => {
+      if (this.warming !== token) return;
+      while (jobs.length && deadline.timeRemaining() > WARM_SLACK_MS) {
+        const { lay, m, head, keep } = jobs[0];
+        if (lay.has(layer) && head < 0 && !lay.meanStep(layer)) continue; // one more head added to the mean
+        if (lay.has(layer)) this.planeOf(lay, m, layer, head, keep);
+        jobs.shift();
+      }
+      if (jobs.length) this.hooks.idle(step);
+    };
+    this.hooks.idle(step);
   }
 
   drawMaps() {
@@ -658,6 +704,7 @@ class AttentionMap extends View {
     Object.assign(this.root.dataset, { exact: shown[shown.length - 1].exact ? "1" : "0", title: this.title.textContent,
       step: String(this.step) });
     this.stamp.drawn();
+    this.warm();
   }
 
   caption() {

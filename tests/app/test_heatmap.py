@@ -189,6 +189,8 @@ SWITCHES = [  # (what is clicked: a button's selector or a measure, the choice a
     ('button[data-flag="hide_special"]', {"hide_special": True}, {"hide_special": "true"}),
     ("value", {"measure": "value"}, {"measure": "value"}),
     ('button[data-avg]', {"avg": False}, {}),
+    ('button[data-flag="hide_special"]', {"hide_special": False}, {}),  # then back: the kept cut planes
+    ('button[data-flag="hide_special"]', {"hide_special": True}, {"hide_special": "true"}),
     ("alti", {"measure": "alti"}, {"measure": "alti"}),
 ]
 

@@ -41,9 +41,18 @@ test("an empty tail is an empty array", () => {
   assert.equal(base.aligned(got.tail, Float32Array).length, 0);
 });
 
-test("headMean is the mean over heads, in the stored steps' units", () => {
-  const w = Uint16Array.of(0, 65535, 65535, 65535, 0, 0); // 3 heads x 2 cells: (0, 1), (1, 1), (0, 0)
-  assert.deepEqual([...base.headMean(w, 3, 2, 1 / 65535)].map((x) => +x.toFixed(6)), [0.333333, 0.666667]);
+test("Layers: a head mean built a head at a time (idle time) is the mean over heads, however the steps interleave", () => {
+  const layers = new base.Layers();
+  const heads = [[0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 1, 1], [1, 0, 0, 1], [0, 0, 0, 1], [0, 1, 0, 1]]; // 2 layers x 3
+  const w = Uint16Array.from(heads.flat(), (x) => x * 65535);
+  layers.take(base.decode(encode(header16(2, 3, 2), bytesOf(w))));
+  assert.deepEqual([layers.meanStep(0), layers.meanStep(0)], [false, false], "heads 0 and 1 of 3 added");
+  const first = layers.mean(1); // another layer's mean asked for meanwhile: layer 0's part-sum starts again later
+  assert.deepEqual([0, 1, 2, 3].map((x) => +base.valueAt(first, x).toFixed(6)), [0.333333, 0.333333, 0, 1]);
+  assert.equal(layers.meanStep(0), false);
+  assert.deepEqual([layers.meanStep(0), layers.meanStep(0), layers.meanStep(0)], [false, true, true]);
+  assert.deepEqual([0, 1, 2, 3].map((x) => +base.valueAt(layers.mean(0), x).toFixed(6)),
+    [0.333333, 0.666667, 0.666667, 0.333333]);
 });
 
 test("Layers: takes uint16 layers at once, planes and means read them, a new trace drops them", () => {
