@@ -4,10 +4,10 @@ How state works (the rule for every page):
 - `init()` runs first in every script run. It creates the store (a plain dict in session state that no widget
   owns) once per session, seeded from the URL; later runs only read it.
 - Every widget is drawn with `widget(key)`, from the settings table in ui/settings.py. Its Streamlit key is
-  `w:<key>`, re-created from the store on every run (a slider that stays on screen keeps its own, so quick arrow
-  presses are not undone), and its on_change callback writes the new value back into the store. Streamlit may
-  delete a widget's key whenever that widget is not drawn (another page, a fragment rerun, a sidebar knob of the
-  other model); the store never loses anything, so no setting can go missing.
+  `w:<key>`, re-created from the store on every run (a slider keeps its own in the run its own move started, so
+  quick arrow presses are not undone), and its on_change callback writes the new value back into the store.
+  Streamlit may delete a widget's key whenever that widget is not drawn (another page, a fragment rerun, a sidebar
+  knob of the other model); the store never loses anything, so no setting can go missing.
 - Buttons change the store in their on_click callbacks (`put`).
 - `sync_url()` writes the store's non-default values into the address bar, at the start of every run and of
   every fragment run: a reload or a copied link at any moment reopens the same view.
@@ -29,6 +29,7 @@ STORE = "settings"
 PREFIX = "w:"
 GENERATION = "#"  # a text box's key: PREFIX, the setting, GENERATION and the box's generation ("w:text#2")
 SEEN = "widgets drawn"  # setting -> (page, kind, options or range) of its widget's last drawing
+MOVED = "widgets moved"  # the settings whose widgets' on_change started this run (a slider's arrow press)
 BOXES = "text boxes"  # text setting -> its box's generation: how often the store's text changed other than by typing
 _MISSING = object()
 
@@ -81,6 +82,7 @@ def _page() -> str:
 
 
 def _commit(key: str, wkey: str) -> None:
+    st.session_state.setdefault(MOVED, set()).add(key)  # callbacks run first in the run the move started
     value = st.session_state.get(wkey)
     setting = SETTINGS[key]
     if value is None and setting.kind is not str:
@@ -121,11 +123,16 @@ def widget(key: str, where: Any = None, *, options: Sequence | None = None, lo: 
         where = where.container(key=wkey)  # the box's place keeps the setting's key; the box's own key may change
         wkey = _box_key(key, value)
     # Re-created from the store on every run, so the value sent to the browser is always the store's (a widget the
-    # browser mounts later, e.g. in a popover, shows it too). Sliders are the exception while they stay on screen:
-    # writing their key on every run undid arrow presses made while a run was going (six quick presses lost five).
+    # browser mounts later, e.g. in a popover, shows it too). One exception: a slider in the run its own move started,
+    # while it stays on screen with that value. Writing its key then undid arrow presses made while the run was going
+    # (six quick presses lost five). Any other run writes it: a run cut short by a newer one may never have sent the
+    # slider to the browser, which then shows the first option (num_heads 1 while the store held 4).
     seen = st.session_state.setdefault(SEEN, {})
+    moved = st.session_state.setdefault(MOVED, set())
     here = (_page(), setting.widget, tuple(opts) if opts is not None else (lo, hi))
-    kept = kind_slides(setting.widget) and seen.get(key) == here and st.session_state.get(wkey, _MISSING) == value
+    kept = (kind_slides(setting.widget) and key in moved and seen.get(key) == here
+            and st.session_state.get(wkey, _MISSING) == value)
+    moved.discard(key)
     if not kept:
         st.session_state[wkey] = value
     seen[key] = here
