@@ -97,7 +97,7 @@ def test_the_page_draws_what_the_library_computes(params):
     by_area = sorted(chart.curves, key=lambda c: c.deletion_auc)
     assert legend == [f"{c.label} · {c.deletion_auc:.2f} / {c.insertion_auc:.2f}" for c in by_area]
     assert {"random", "ig", "gxi", "attgrad"} <= {c.key for c in chart.curves}
-    assert any(a["text"].startswith("Deletion: words → [MASK]") for a in fig["layout"]["annotations"])
+    assert any(a["text"].startswith("Deletion → [MASK]") for a in fig["layout"]["annotations"])
     skipped = " ".join(c.value for c in at.caption if c.value.startswith("Left out:"))
     for key in MEASURES:
         assert key in {c.key for c in chart.curves} or MEASURES[key].label in skipped, key
