@@ -105,15 +105,18 @@ def attention_effect() -> None:
         ui.caption(f"A knocked-out head still computes its attention pattern; only its output is zeroed. So layer "
                    f"{min(layers)} and the layers before it attend exactly as before (0 here), and only the layers after "
                    "it can change, because their input changed.")
-    cols = st.columns([3, 2, 2], vertical_alignment="bottom")
+    # One row in which the head average's switch keeps its label whole (fixed thirds cut it at 1024 px with the sidebar
+    # unfolded on a projector) and which wraps on a phone. The switch is drawn first: it disables the head choice.
+    row = st.container(horizontal=True, vertical_alignment="bottom")
+    slots = [row.container(width="stretch"), row.container(width=140), row.container(width="content")]
     last = trace.num_layers - 1
     later = min(layers) + 1 if layers else 0  # the first layer whose attention a knock-out can move
     if 0 < later < last:
-        layer = ui.widget("layer", cols[0], lo=later, hi=last)  # only the layers a knock-out can move
+        layer = ui.widget("layer", slots[0], lo=later, hi=last)  # only the layers a knock-out can move
     else:
-        layer = ui.layer_slider(trace.num_layers, cols[0])
-    avg = ui.widget("avg", cols[2])
-    head = ui.head_select(trace.num_heads, cols[1], disabled=avg)
+        layer = ui.layer_slider(trace.num_layers, slots[0])
+    avg = ui.widget("avg", slots[2])
+    head = ui.head_select(trace.num_heads, slots[1], disabled=avg)
     head_sel = None if avg else head
     who = "average of heads" if avg else f"head {head}"
     # One figure: the query labels once and one colour bar leave each map room at 1024 px with the sidebar open,

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..trace import Trace
 from . import axes, style
-from .text import label, text_px
+from .text import fit_label, label, text_px
 
 SCALES = ("fixed", "auto", "row")  # attention colour scales: 0 to 1, 0 to this map's largest weight, per row
 # With per-row colours the hover's true weight travels as a second array beside the colours (plotly cannot multiply
@@ -82,6 +82,10 @@ def _hidden_note(trace: Trace, shown: int) -> str:
                                               "renormalised to sum to 1)")
 
 
+# Each map title of a pair at most this wide (text_px's estimate, about a fifth over what Chromium draws): centred
+# over its map, two such titles stay apart in the narrowest pair, whose maps' centres are ~180 px apart (presenting
+# at 1024 px with the sidebar unfolded). The pages' own names ("Pre-LN (rewired)", "Knocked out") fit whole.
+PAIR_TITLE_PX = 220
 WINDOW_GREY = "#ced4da"  # the cells a sliding window masks: weight 0, drawn apart from a small weight's near-white
 
 
@@ -260,8 +264,9 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
                          xgap=1 if len(cats) <= 40 else 0, ygap=1 if len(cats) <= 40 else 0,
                          **({"customdata": w} if exact else {}),
                          hovertemplate=f"{label(name, 30)}: %{{y}} → %{{x}}: {hover}<extra></extra>"))
-        notes.append(style.paper_note(f"<b>{label(name, 40)}</b>", (x0 + x1) / 2, 1.0, layout["font"]["size"],
-                                      yanchor="bottom"))
+        size = layout["font"]["size"]
+        notes.append(style.paper_note(f"<b>{fit_label(name, PAIR_TITLE_PX, size, bold=True)}</b>", (x0 + x1) / 2, 1.0,
+                                      size, xanchor="center", yanchor="bottom"))
         band = _window_band((a, b)[i], layer, pos, cats, data[-1]["xgap"])
         if band is not None:
             bands.append(band | dict(xaxis=f"x{n}", yaxis=f"y{n}"))

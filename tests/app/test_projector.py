@@ -71,7 +71,8 @@ CUT_JS = """([root]) => [...document.querySelectorAll(
 
 # Per chart: the tallest colour bar and the vertical extent of its heatmaps; the smallest tick label; how many pairs
 # of numbers printed in heatmap cells overlap (cells narrower than their text); whether the title runs past the chart
-# (right or top edge) or over its legend.
+# (right or top edge) or over its legend; which texts placed on the chart (annotations: a pair's map titles, the
+# grid's head names) overprint each other.
 CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')].map(c => {
   const maps = [...c.querySelectorAll('.heatmaplayer image')].map(i => i.getBoundingClientRect());
   const bars = [...c.querySelectorAll('.colorbar .cbfills')].map(f => f.getBoundingClientRect().height);
@@ -88,7 +89,14 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
   const t = tb && sub && sub.width ? {left: Math.min(tb.left, sub.left), right: Math.max(tb.right, sub.right),
                                       top: Math.min(tb.top, sub.top), bottom: Math.max(tb.bottom, sub.bottom)} : tb;
   const legend = c.querySelector('.legend')?.getBoundingClientRect();
-  return {title: title?.textContent ?? '',
+  const notes = [...c.querySelectorAll('g.annotation-text-g')].map(g => [g.textContent, g.getBoundingClientRect()])
+    .filter(([, b]) => b.width);
+  const notesOverlap = [];
+  notes.forEach(([ta, a], i) => notes.slice(i + 1).forEach(([tb, b]) => {
+    if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1)
+      notesOverlap.push(`${ta} / ${tb}`);
+  }));
+  return {title: title?.textContent ?? '', notes: notes.length, notesOverlap,
           mapHeight: maps.length ? Math.max(...maps.map(m => m.bottom)) - Math.min(...maps.map(m => m.top)) : null,
           bar: bars.length ? Math.max(...bars) : null, smallestTick: ticks.length ? Math.min(...ticks) : null,
           overprinted, titleCut: !!t && !!svg && (t.right > svg.right + 1 || t.top < svg.top - 1),
@@ -192,6 +200,38 @@ def test_every_page_fits_the_projector(projector, app, path):
     assert box["left"] >= 0 and box["right"] <= box["vw"], f"{where}: figure wider than the screen: {box}"
 
 
+# Charts with texts placed side by side (a pair's two map titles, the deletion test's two plot titles) where they
+# are narrowest: a phone (a pair keeps ui.PAIR_MIN_PX and scrolls sideways), a 1024 px projector with the sidebar
+# unfolded again, a 1024 px laptop with the sidebar open. Per screen: (page, query, presenting).
+PAIRS = {(420, 900): [("side-by-side", {}, False), ("knockout", {"ablate": "3.1"}, False)],
+         (1024, 768): [("side-by-side", {}, True), ("knockout", {"ablate": "3.1"}, True), ("why-similar", {}, False)]}
+CURVES = "Compute the deletion and insertion curves"
+
+
+@pytest.mark.parametrize("size", list(PAIRS), ids=[f"{w}x{h}" for w, h in PAIRS])
+def test_texts_side_by_side_on_a_chart_never_overprint_where_it_is_narrowest(browser, app, size):
+    with contextmanager(screen)(browser, size) as page:
+        for path, query, present in PAIRS[size]:
+            since, where = len(app.log.lines), f"/{path} {query} at {size}{', presenting' * present}, sidebar open"
+            page.goto(app.link(f"/{path}", query | ({"present": "true"} if present else {})))
+            settle(page, timeout=LOAD_MS)
+            unfold = page.locator('[data-testid="stExpandSidebarButton"]')
+            if size[0] > 640 and unfold.is_visible():  # presenting folds it; the browser remembers it unfolded
+                unfold.click()
+            if size[0] > 640:
+                expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute("data-collapsed", "false")
+            compute = page.locator(f'{MAIN} [data-testid="stButton"] button').filter(has_text=CURVES)
+            if compute.count():  # computed once for the server when asked, then kept
+                compute.first.click()
+                page.wait_for_function(f"() => ({EVERY_CHART_JS})().some(c => c.title.startsWith('Which ranking'))",
+                                       timeout=LOAD_MS, polling=200)
+            wait_for_figure(page, app, f'{MAIN} [data-testid="stPlotlyChart"] svg.main-svg', where)
+            settle(page, ms=400)
+            charts = assert_whole(page, where)
+            assert any(chart["notes"] >= 2 for chart in charts), f"{where}: no chart with two titles side by side: {charts}"
+            assert_clean(page, app, since)
+
+
 def assert_whole(page: Page, where: str) -> list[dict]:
     """No widget label or button text is cut, no two heatmap cell numbers overprint, and no chart title runs past its
     chart; returns CHARTS_JS's measures of every chart."""
@@ -202,6 +242,7 @@ def assert_whole(page: Page, where: str) -> list[dict]:
         assert not chart["overprinted"], f"{where}: numbers in heatmap cells overprint each other: {chart}"
         assert not chart["titleCut"], f"{where}: a chart title runs past its chart: {chart}"
         assert not chart["titleOnLegend"], f"{where}: a chart title is drawn over its legend: {chart}"
+        assert not chart["notesOverlap"], f"{where}: texts placed on a chart overprint each other: {chart}"
     return charts
 
 

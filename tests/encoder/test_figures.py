@@ -15,6 +15,7 @@ import torch
 import encoder
 from encoder.model import flow_order
 from encoder.viz import activations, attention, export, similarity, style, teaching
+from encoder.viz.text import text_px
 
 SENTENCE = "The cat sat on the mat."
 HOSTILE_TOKENS = ["[CLS]", "<b>x</b>", "a&b", "<a href='javascript:alert(1)'>y</a>", "the", "the", "<br>", "mat", "[SEP]"]
@@ -149,6 +150,21 @@ def test_attention_pair_shares_one_colour_bar_and_splits_the_width(small, pre):
     for axis in (fig.layout.xaxis, fig.layout.xaxis2):
         assert axis.domain[1] - axis.domain[0] >= 0.45
     np.testing.assert_array_equal(np.asarray(fig.data[1].z), twin.attention[1, 2].numpy())
+
+
+def test_a_pairs_map_titles_are_centred_over_their_maps_and_never_wider_than_their_room(small, pre):
+    twin = dataclasses.replace(pre, attention=pre.attention[:2])
+    long_name = "A <b>model</b> whose name runs on and on past its map"
+    for presentation in (False, True):
+        fig = attention.attention_pair({"Pre-LN (rewired)": small, long_name: twin}, 1, 2, presentation=presentation)
+        size = fig.layout.font.size
+        first, second = fig.layout.annotations
+        for note, axis in ((first, fig.layout.xaxis), (second, fig.layout.xaxis2)):
+            assert note.xanchor == "center" and note.x == pytest.approx(sum(axis.domain) / 2)  # plotly's "auto" anchor
+            inner = note.text.removeprefix("<b>").removesuffix("</b>")  # put them left and right of the centres
+            assert text_px(inner, size) * 1.1 <= attention.PAIR_TITLE_PX, note.text
+        assert first.text == "<b>Pre-LN (rewired)</b>"  # the pages' own names stay whole
+        assert second.text.endswith("…</b>") and "&lt;b&gt;" in second.text  # shortened, and user text stays text
 
 
 def test_presentation_figures_fit_a_projector_with_readable_labels(small, long_trace):
