@@ -69,14 +69,14 @@ st.set_page_config(initial_sidebar_state="collapsed" if values["present"] else "
 if values["present"]:
     # Static CSS only; no user text goes into it. The frame is compact so each page's main figure fits the screen at
     # first load: the band under Streamlit's 60 px header, the title and the gaps between blocks shrink. Two charts
-    # in a row go one under the other when each would get less than 440 px (the sidebar unfolded on a 1024 px
+    # in a row go one under the other when each would get less than 380 px (the sidebar unfolded on a 1024 px
     # projector): their titles are broken into lines for that width (encoder/viz/style.py NARROW_TITLE_PX).
     st.html("<style>html {font-size: 18.4px;} [data-testid='stMainBlockContainer'] {padding-top: 76px; "
             "padding-bottom: 1rem;} [data-testid='stMainBlockContainer'] h1 {font-size: 2rem; padding: 0;} "
             "[data-testid='stMainBlockContainer'] [data-testid='stVerticalBlock'] {gap: 0.5rem;} "
             "[data-testid='stHorizontalBlock']:has(> [data-testid='stColumn'] [data-testid='stPlotlyChart']) "
             "{flex-wrap: wrap;} [data-testid='stColumn']:has([data-testid='stPlotlyChart']) "
-            "{min-width: min(100%, 440px);}"
+            "{min-width: min(100%, 380px);}"
             + player.PRESENT_CSS + "</style>")
 
 for problem in url_problems:
