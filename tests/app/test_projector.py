@@ -72,7 +72,8 @@ CUT_JS = """([root]) => [...document.querySelectorAll(
 # Per chart: the tallest colour bar and the vertical extent of its heatmaps; the smallest tick label; how many pairs
 # of numbers printed in heatmap cells overlap (cells narrower than their text); whether the title runs past the chart
 # (right or top edge) or over its legend; which texts placed on the chart (annotations: a pair's map titles, the
-# grid's head names) overprint each other.
+# grid's head names) overprint each other; which level x tick labels do (checked where texts sit side by side; a
+# slanted label's box is wider than its text).
 CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')].map(c => {
   const maps = [...c.querySelectorAll('.heatmaplayer image')].map(i => i.getBoundingClientRect());
   const bars = [...c.querySelectorAll('.colorbar .cbfills')].map(f => f.getBoundingClientRect().height);
@@ -96,7 +97,15 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
     if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1)
       notesOverlap.push(`${ta} / ${tb}`);
   }));
-  return {title: title?.textContent ?? '', notes: notes.length, notesOverlap,
+  const xt = [...c.querySelectorAll('.xaxislayer-above text')]  // level ones only: a slanted label's box is wider
+    .filter(t => !/rotate\\(-?[1-9]/.test(t.getAttribute('transform') || ''))
+    .map(t => [t.textContent, t.getBoundingClientRect()]).filter(([, b]) => b.width);
+  const ticksOverlap = [];
+  xt.forEach(([ta, a], i) => xt.slice(i + 1).forEach(([tb, b]) => {  // closer than 3 px reads as one word
+    if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > -3 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1)
+      ticksOverlap.push(`${ta} / ${tb}`);
+  }));
+  return {title: title?.textContent ?? '', notes: notes.length, notesOverlap, ticksOverlap,
           mapHeight: maps.length ? Math.max(...maps.map(m => m.bottom)) - Math.min(...maps.map(m => m.top)) : null,
           bar: bars.length ? Math.max(...bars) : null, smallestTick: ticks.length ? Math.min(...ticks) : null,
           overprinted, titleCut: !!t && !!svg && (t.right > svg.right + 1 || t.top < svg.top - 1),
@@ -229,6 +238,8 @@ def test_texts_side_by_side_on_a_chart_never_overprint_where_it_is_narrowest(bro
             settle(page, ms=400)
             charts = assert_whole(page, where)
             assert any(chart["notes"] >= 2 for chart in charts), f"{where}: no chart with two titles side by side: {charts}"
+            for chart in charts:  # nor two plots' x tick labels where they meet
+                assert not chart["ticksOverlap"], f"{where}: x tick labels overprint each other: {chart}"
             assert_clean(page, app, since)
 
 
