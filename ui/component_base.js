@@ -362,8 +362,14 @@ export class Hooks {
   }
 
   // fn(deadline) when the browser has nothing else to do (deadline.timeRemaining() ms left of that idle period).
+  // Without requestIdleCallback (Safari), a timer with a 5 ms period.
   idle(fn) {
-    if (typeof requestIdleCallback === "undefined") return this.later(() => fn({ timeRemaining: () => 5 }), 0);
+    if (typeof requestIdleCallback === "undefined") {
+      return this.later(() => {
+        const until = performance.now() + 5;
+        fn({ timeRemaining: () => Math.max(0, until - performance.now()) });
+      }, 0);
+    }
     const id = requestIdleCallback((deadline) => {
       this.idles.delete(id);
       fn(deadline);

@@ -215,3 +215,21 @@ test("cut: the kept rows and columns, rows renormalised to sum to 1 (an empty ro
   const zero = { data: new Float32Array(4), offset: 0, scale: 1 };
   assert.deepEqual(rows(base.cut(zero, 2, [0, 1], true)), [[0, 0], [0, 0]]);
 });
+
+test("Hooks.idle without requestIdleCallback (Safari): a timer whose 5 ms deadline runs out; end() drops it", async () => {
+  assert.equal(typeof requestIdleCallback, "undefined");
+  const hooks = new base.Hooks();
+  const left = await new Promise((resolve) => hooks.idle((deadline) => {
+    const first = deadline.timeRemaining();
+    const until = performance.now() + 7;
+    while (performance.now() < until); // busy past the idle period
+    resolve([first, deadline.timeRemaining()]);
+  }));
+  assert.ok(left[0] > 0 && left[0] <= 5, `first ${left[0]}`);
+  assert.equal(left[1], 0);
+  let ran = false;
+  hooks.idle(() => (ran = true));
+  hooks.end();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(ran, false);
+});
