@@ -38,7 +38,6 @@ def text_px(text: str, size: float) -> float:
     return sum(size if unicodedata.east_asian_width(c) in "WF" else 0.62 * size for c in html.unescape(text))
 
 
-
 def fit_label(text: str, max_px: float, size: float, bold: bool = False) -> str:
     """label(text) shortened (with "…") until its rough width at font `size` is at most max_px."""
     widen = 1.1 if bold else 1.0  # a bold face is about a tenth wider

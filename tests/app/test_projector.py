@@ -78,33 +78,26 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
   const maps = [...c.querySelectorAll('.heatmaplayer image')].map(i => i.getBoundingClientRect());
   const bars = [...c.querySelectorAll('.colorbar .cbfills')].map(f => f.getBoundingClientRect().height);
   const ticks = [...c.querySelectorAll('.xtick text, .ytick text')].map(t => parseFloat(getComputedStyle(t).fontSize));
-  const cells = [...c.querySelectorAll('.heatmap-label text')].map(t => t.getBoundingClientRect()).filter(b => b.width);
-  let overprinted = 0;
-  cells.forEach((a, i) => cells.slice(i + 1).forEach(b => {
-    overprinted += Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1
-      && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
-  }));
   const title = c.querySelector('.gtitle'), svg = c.querySelector('svg.main-svg')?.getBoundingClientRect();
   const sub = c.querySelector('.gtitle-subtitle')?.getBoundingClientRect();
   const tb = c.querySelector('.gtitle')?.getBoundingClientRect();
   const t = tb && sub && sub.width ? {left: Math.min(tb.left, sub.left), right: Math.max(tb.right, sub.right),
                                       top: Math.min(tb.top, sub.top), bottom: Math.max(tb.bottom, sub.bottom)} : tb;
   const legend = c.querySelector('.legend')?.getBoundingClientRect();
-  const notes = [...c.querySelectorAll('g.annotation-text-g')].map(g => [g.textContent, g.getBoundingClientRect()])
-    .filter(([, b]) => b.width);
-  const notesOverlap = [];
-  notes.forEach(([ta, a], i) => notes.slice(i + 1).forEach(([tb, b]) => {
-    if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1)
-      notesOverlap.push(`${ta} / ${tb}`);
-  }));
-  const xt = [...c.querySelectorAll('.xaxislayer-above text')]  // level ones only: a slanted label's box is wider
-    .filter(t => !/rotate\\(-?[1-9]/.test(t.getAttribute('transform') || ''))
-    .map(t => [t.textContent, t.getBoundingClientRect()]).filter(([, b]) => b.width);
-  const ticksOverlap = [];
-  xt.forEach(([ta, a], i) => xt.slice(i + 1).forEach(([tb, b]) => {  // closer than 3 px reads as one word
-    if (Math.min(a.right, b.right) - Math.max(a.left, b.left) > -3 && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1)
-      ticksOverlap.push(`${ta} / ${tb}`);
-  }));
+  // [text, box] of the elements matching sel (and keep) that are drawn; pairs of them closer side to side than gap
+  // px (gap -1: overlapping by more than a pixel) that also overlap in height.
+  const boxes = (sel, keep = () => true) => [...c.querySelectorAll(sel)].filter(keep)
+    .map(e => [e.textContent, e.getBoundingClientRect()]).filter(([, b]) => b.width);
+  const clashes = (items, gap) => items.flatMap(([ta, a], i) => items.slice(i + 1)
+    .filter(([, b]) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > -gap
+                       && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1)
+    .map(([tb]) => `${ta} / ${tb}`));
+  const overprinted = clashes(boxes('.heatmap-label text'), -1).length;
+  const notes = boxes('g.annotation-text-g');
+  const notesOverlap = clashes(notes, -1);
+  // Level x tick labels only (a slanted label's box is wider than its text); closer than 3 px reads as one word.
+  const level = t => !/rotate\\(-?[1-9]/.test(t.getAttribute('transform') || '');
+  const ticksOverlap = clashes(boxes('.xaxislayer-above text', level), 3);
   return {title: title?.textContent ?? '', notes: notes.length, notesOverlap, ticksOverlap,
           mapHeight: maps.length ? Math.max(...maps.map(m => m.bottom)) - Math.min(...maps.map(m => m.top)) : null,
           bar: bars.length ? Math.max(...bars) : null, smallestTick: ticks.length ? Math.min(...ticks) : null,
