@@ -11,9 +11,11 @@ in all. Real mouse and keyboard input (Playwright), paced like a person (150 ms 
 head) and the attention map (Attention: one head, the all-heads grid, the model view) at 123 and 512 tokens: hover,
 click, layer, head and measure changes, and in the head view "leave": a token hovered, then the mouse moved off the
 columns (the events are both's, the paint time the leave's). Goal: no event over 16 ms at <= 128 tokens, none over
-33 ms at 512. Also the medians of hover to paint (the views' own stamp: input event to the first frame painted after
-the redraw); mousemove, which moves the map's hover, is not an Event Timing event type, so for the map that median is
-the figure. And the payloads: what every page's first run sends over the websocket at 512 tokens (goal <= 3 MB) and
+33 ms at 512. The floor is measured first, the same way: a bare page (no Streamlit: buttons and a 640 px canvas
+redrawn per click) and the app page's own title and margin (no code of ours listens there). Also the medians of
+hover to paint (the views' own stamp: input event to the first frame painted after the redraw); mousemove, which
+moves the map's hover, is not an Event Timing event type, so for the map that median is the figure. And the
+payloads: what every page's first run sends over the websocket at 512 tokens (goal <= 3 MB) and
 what a settled pick of the map sends (goal <= 0.3 MB). `--payloads`: only the pages' first runs.
 
 Measured on the "Inside a head" page with the pretrained model (6 layers × 12 heads):
@@ -228,6 +230,8 @@ PAUSE_MS = 150  # between inputs: a person clicking through heads (a pacing, not
 
 
 def root_state(page, view: str) -> dict:
+    if not view:  # the bare page draws no stamp
+        return {}
     return page.evaluate(f"() => ({{...({HV if view == 'hv' else HM}).dataset}})")
 
 
@@ -404,6 +408,50 @@ def distribution(durations: list[float]) -> str:
     return " ".join(f"{k}:{v}" for k, v in sorted(steps.items())) or "-"
 
 
+# The floor: the same kinds of input where no code of ours listens. "app page": on the Attention page with its map
+# (the page's title and the empty margin right of the main column); "bare page": a page of plain buttons and one
+# canvas redrawn on each click, no Streamlit. What the app page shows over the bare one is the page's, not a view's.
+BARE_PAGE = """<!doctype html><body style="margin:0;font:14px sans-serif"><div id="row"></div><p id="out">-</p>
+<canvas id="c" width="640" height="640"></canvas><script>
+const row = document.getElementById('row'), out = document.getElementById('out');
+for (let i = 0; i < 12; i++) {
+  const b = row.appendChild(document.createElement('button'));
+  b.textContent = 'b' + i; b.style.cssText = 'width:90px;height:30px';
+  b.addEventListener('pointerenter', () => { b.style.background = '#fc8'; });
+  b.addEventListener('pointerleave', () => { b.style.background = ''; });
+  b.addEventListener('click', () => { out.textContent = 'clicked ' + b.textContent; });
+}
+const c = document.getElementById('c'), g = c.getContext('2d');
+const draw = (k) => { const img = new ImageData(123, 123);
+  for (let i = 0; i < img.data.length; i += 4) img.data.set([(i * 7 + k * 31) % 255, 80, 200, 255], i);
+  const off = new OffscreenCanvas(123, 123); off.getContext('2d').putImageData(img, 0, 0);
+  g.imageSmoothingEnabled = false; g.drawImage(off, 0, 0, 640, 640); };
+let k = 0; draw(k); c.addEventListener('click', () => draw(++k));
+</script>"""
+
+
+def floor_events(page, url: str, text: str) -> dict:
+    """Hovers and clicks on the app page's title and empty margin: no handler of ours, only Streamlit's own."""
+    open_at(page, url, "/", {"text": text, "measure": "value"}, "hm")
+    b = page.locator('[data-testid="stMain"] h1').first.bounding_box()
+    width = page.viewport_size["width"]
+    points = [(b["x"] + b["width"] * f, b["y"] + b["height"] / 2) for f in (0.1, 0.5, 0.9)]
+    points += [(width - 40, 300 + 250 * i) for i in range(3)]
+    return {"hover": timed_batch(page, "hm", [lambda xy=xy: page.mouse.move(*xy) for xy in points * 2]),
+            "click": timed_batch(page, "hm", [lambda xy=xy: page.mouse.click(*xy) for xy in points])}
+
+
+def bare_events(page) -> dict:
+    """The bare page: hovers and clicks on its buttons, clicks that redraw its 640 px canvas from 123 x 123 cells."""
+    page.set_content(BARE_PAGE)
+    buttons = [centre(page, "#row button", i) for i in range(12)]
+    box = page.locator("#c").bounding_box()
+    return {"hover": timed_batch(page, "", [lambda xy=xy: page.mouse.move(*xy) for xy in buttons]),
+            "click": timed_batch(page, "", [lambda xy=xy: page.mouse.click(*xy) for xy in buttons[:8]]),
+            "canvas click": timed_batch(page, "", [lambda i=i: page.mouse.click(box["x"] + 40 + 60 * i, box["y"] + 60)
+                                                   for i in range(8)])}
+
+
 VIEWS = {"head view": headview_events, "map": map_events}
 
 
@@ -431,19 +479,24 @@ def events(args) -> None:
     results: dict = {}
     with streamlit_server() as (url, _), sync_playwright() as pw:
         browser = launch(pw)
-        for n, text in texts.items():
-            for name in args.views:
-                run_view = VIEWS[name]
-                context = browser.new_context(viewport={"width": 1400, "height": 1000})
-                context.add_init_script(EVENTS_INIT)
-                results[(name, n)] = run_view(context.new_page(), url, text)
-                context.close()
-        settled, sizes = [], {}
-        if whole:  # the payloads are measured with the whole run only
+
+        def fresh_page():
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.add_init_script(EVENTS_INIT)
-            settled = settled_bytes(context.new_page(), url, texts[512], max(3, args.runs // 2))
-            context.close()
+            return context.new_page()
+
+        results[("bare page", 0)] = bare_events(page := fresh_page())
+        page.context.close()
+        for n, text in texts.items():
+            results[("app page", n)] = floor_events(page := fresh_page(), url, text)
+            page.context.close()
+            for name in args.views:
+                results[(name, n)] = VIEWS[name](page := fresh_page(), url, text)
+                page.context.close()
+        settled, sizes = [], {}
+        if whole:  # the payloads are measured with the whole run only
+            settled = settled_bytes(page := fresh_page(), url, texts[512], max(3, args.runs // 2))
+            page.context.close()
             sizes = page_bytes(browser, url, texts[512])
         browser.close()
     load = (start_load[0], os.getloadavg()[0])
@@ -453,13 +506,15 @@ def events(args) -> None:
           "kind of input caused, how many took >= 16 ms, over 16 and over 33, and the reported durations (ms:count). Of "
           "those entries: the time in event handlers per input (processingEnd - processingStart, summed over its "
           "events), median and max; the rest of a duration is the browser's: waiting for the next frame, style, "
-          "layout, paint, raster and presentation")
+          "layout, paint, raster and presentation. The floor first: \"bare page\" (no Streamlit: buttons, and a 640 px "
+          "canvas redrawn per click) and \"app page\" (the Attention page with its map, inputs on its title and empty "
+          "margin, which no code of ours handles)")
     head = (f"{'view':<10} {'tokens':>6} {'input':<14} {'events':>6} {'>=16':>5} {'>16':>4} {'>33':>4} "
             f"{'to paint, med':>14} {'handlers med/max':>16}  durations")
     print(head + "\n" + "-" * len(head))
     rows = []
     for (name, n), kinds in results.items():
-        limit = 16 if n <= 128 else 33
+        limit = 16 if n <= 128 else 33  # the bare page: 0 tokens
         for kind, r in kinds.items():
             over = sum(d > limit for d in r["durations"])
             paint = statistics.median(r["paints"]) if r["paints"] else float("nan")
