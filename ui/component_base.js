@@ -268,6 +268,14 @@ export function fitCanvas(canvas, w, h) {
   return dpr;
 }
 
+// Whether a canvas already is w x h CSS px with its backing store at the screen's pixel ratio: refitting it anyway
+// would reallocate and empty it.
+export function fitsCanvas(canvas, w, h) {
+  const dpr = window.devicePixelRatio || 1;
+  return canvas.width === Math.round(w * dpr) && canvas.height === Math.round(h * dpr)
+    && canvas.style.width === `${w}px` && canvas.style.height === `${h}px`;
+}
+
 // The widest of some texts in a CSS font, in px.
 export function widest(texts, font) {
   const measure = document.createElement("canvas").getContext("2d");

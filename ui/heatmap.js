@@ -219,7 +219,7 @@ export function mapTitle({ s, m, tokens, H, train, hidden }) {
 }
 
 // A colour bar: the palette from the top of the scale (top of the canvas) down to 0. Drawn again only when the
-// palette or the canvas changed (fitCanvas empties it: resized() forgets it).
+// palette or the canvas's size changed (fitCanvas empties it: resized() forgets it).
 const BARS = new WeakMap(); // canvas -> the palette drawn on it
 function drawBar(canvas, lut) {
   if (BARS.get(canvas) === lut) return;
@@ -234,6 +234,7 @@ function drawBar(canvas, lut) {
 }
 
 function resized(canvas, w, h) {
+  if (fitsCanvas(canvas, w, h)) return;
   BARS.delete(canvas);
   fitCanvas(canvas, w, h);
 }
@@ -471,7 +472,7 @@ class AttentionMap extends View {
       const on = i === 0 || pair;
       for (const e of [c, this.xTicks[i], this.xTitles[i], this.mapTitles[i]]) e.hidden = !on;
       if (!on) return;
-      fitCanvas(c, side, side);
+      if (!fitsCanvas(c, side, side)) fitCanvas(c, side, side); // Hide specials keeps the size: no new, empty canvas
       Object.assign(c.style, { left: `${x(i)}px`, top: `${top}px` });
       Object.assign(this.xTitles[i].style, { left: `${x(i) + side / 2}px`, top: `${top + side + bottom - font * 1.2}px` });
       Object.assign(this.mapTitles[i].style, { left: `${x(i) + side / 2}px`, top: "0px" });

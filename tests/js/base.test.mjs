@@ -233,3 +233,20 @@ test("Hooks.idle without requestIdleCallback (Safari): a timer whose 5 ms deadli
   await new Promise((resolve) => setTimeout(resolve, 20));
   assert.equal(ran, false);
 });
+
+test("fitsCanvas: only a canvas of that CSS size with its backing store at the screen's ratio fits", () => {
+  const before = globalThis.window;
+  globalThis.window = { devicePixelRatio: 2 };
+  try {
+    const canvas = { width: 0, height: 0, style: {} };
+    assert.equal(base.fitsCanvas(canvas, 100, 50), false);
+    assert.equal(base.fitCanvas(canvas, 100, 50), 2);
+    assert.deepEqual([canvas.width, canvas.height, canvas.style.width, canvas.style.height], [200, 100, "100px", "50px"]);
+    assert.equal(base.fitsCanvas(canvas, 100, 50), true);
+    assert.equal(base.fitsCanvas(canvas, 100, 51), false);
+    globalThis.window = { devicePixelRatio: 1 }; // the page zoomed out: the same CSS size needs another backing store
+    assert.equal(base.fitsCanvas(canvas, 100, 50), false);
+  } finally {
+    globalThis.window = before;
+  }
+});
