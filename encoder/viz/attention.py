@@ -249,8 +249,8 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     height = axes.map_height(len(pos), presentation)
     axis = axes.map_axis(cats, a.labels, pos, presentation, height, 130)
     who = f"head {head}" if head is not None else "average of heads"
-    layout = style.layout(f"Attention, layer {layer}, {who}", presentation, style.sentence(a, 70), height=height)
-    layout["margin"]["t"] += 30  # room for the two map titles
+    layout = style.layout(f"Attention, layer {layer}, {who}", presentation, style.sentence(a, 70), height=height,
+                          plot_titles=True)  # the two map titles, below the subtitle
     data, notes, bands = [], [], []
     for i, (name, w, z) in enumerate(((name_a, wa, both[0]), (name_b, wb, both[1]))):
         n = str(i + 1) if i else ""

@@ -108,13 +108,14 @@ def _title_room(size: int, title_lines: int, subtitle_lines: int, legend: int) -
 
 
 def layout(title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
-           narrow: bool = False, legend_above: int = 0, wide: bool = False) -> dict:
+           narrow: bool = False, legend_above: int = 0, wide: bool = False, plot_titles: bool = False) -> dict:
     """Common look: white template, large fonts (larger still for a projector), title and optional subtitle.
 
     narrow: the chart shares its row with another, so a long title (and subtitle) is broken into lines that fit.
     wide: a full-width chart whose subtitle is long (sentences of prose): broken into lines that fit the main column
     of a 1024 px screen with the sidebar open (an explicit "<br>" in it is kept as a break).
     legend_above: the rows of a horizontal legend the figure puts just above its plot, below the title's lines.
+    plot_titles: a line of titles (at most the font's size) stands just above the plots, below the title's lines.
     """
     size = 20 if presentation else 15  # presentation: >= MIN_PRESENT_FONT everywhere, ticks included
     titles, subtitles = [title], [subtitle] if subtitle else []
@@ -123,9 +124,11 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
         titles = wrap(title, size + 6, px)
         subtitles = [line for part in subtitle.split("<br>") for line in wrap(part, size - 1, px)] if subtitle else []
     top = 100 if subtitle else 70
-    anchored = narrow or wide or legend_above  # title from the top down, so it cannot reach the legend or the plot
+    anchored = narrow or wide or legend_above or plot_titles  # title from the top down: it cannot reach what is below
     if anchored:
         top = max(top, _title_room(size, len(titles), len(subtitles), legend_above))
+    if plot_titles:  # a line of them (at most the font's size), 1.3 em, and 4 px apart from the subtitle
+        top = max(top, _title_room(size, len(titles), len(subtitles), 0) + round(1.3 * size) + 4)
     layout = dict(
         template=_white(),
         font=dict(family=FONT, size=size),
@@ -145,7 +148,7 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
 
 
 def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
-          narrow: bool = False, legend_above: bool = False) -> go.Figure:
+          narrow: bool = False, legend_above: bool = False, plot_titles: bool = False) -> go.Figure:
     """A figure built with plotly's validated objects, with the common look (see layout()).
 
     The look is merged into the figure's own layout as plain dicts and the result is not validated again: plotly.py's
@@ -159,7 +162,7 @@ def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", he
         rows = legend_rows(names, 20 if presentation else 15, NARROW_TITLE_PX[presentation] if narrow else WIDE_LEGEND_PX)
     # Each part's own plain dicts (numpy arrays stay arrays; the figure's to_plotly_json would encode them as base64)
     look = merged(fig.layout.to_plotly_json(), layout(title, presentation, subtitle, height, narrow=narrow,
-                                                      legend_above=rows))
+                                                      legend_above=rows, plot_titles=plot_titles))
     if presentation:  # plotly draws tick labels at ~0.7 of the font size unless told: 16 px for the back row
         for name in {"xaxis", "yaxis", *(k for k in look if k.startswith(("xaxis", "yaxis")))}:
             axis = look.setdefault(name, {})

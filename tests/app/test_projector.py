@@ -94,11 +94,14 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
     .map(([tb]) => `${ta} / ${tb}`));
   const overprinted = clashes(boxes('.heatmap-label text'), -1).length;
   const notes = boxes('g.annotation-text-g');
-  const notesOverlap = clashes(notes, -1);
+  // the chart's title and subtitle join the texts placed on it: plot titles must stand clear of them too
+  const notesOverlap = clashes([...notes, ...boxes('.gtitle, .gtitle-subtitle')], -1);
   // Level x tick labels only (a slanted label's box is wider than its text); closer than 3 px reads as one word.
   const level = t => !/rotate\\(-?[1-9]/.test(t.getAttribute('transform') || '');
   const ticksOverlap = clashes(boxes('.xaxislayer-above text', level), 3);
-  return {title: title?.textContent ?? '', notes: notes.length, notesOverlap, ticksOverlap,
+  // plotly sizes its legend's scrollbar only when the entries do not fit the legend's room
+  const legendScrolls = [...c.querySelectorAll('.legend rect.scrollbar')].some(r => r.getBoundingClientRect().height > 0);
+  return {title: title?.textContent ?? '', notes: notes.length, notesOverlap, ticksOverlap, legendScrolls,
           mapHeight: maps.length ? Math.max(...maps.map(m => m.bottom)) - Math.min(...maps.map(m => m.top)) : null,
           bar: bars.length ? Math.max(...bars) : null, smallestTick: ticks.length ? Math.min(...ticks) : null,
           overprinted, titleCut: !!t && !!svg && (t.right > svg.right + 1 || t.top < svg.top - 1),
@@ -204,9 +207,11 @@ def test_every_page_fits_the_projector(projector, app, path):
 
 # Charts with texts placed side by side (a pair's two map titles, the deletion test's two plot titles) where they
 # are narrowest: a phone (a pair keeps ui.PAIR_MIN_PX and scrolls sideways), a 1024 px projector with the sidebar
-# unfolded again, a 1024 px laptop with the sidebar open. Per screen: (page, query, presenting).
+# unfolded again, a 1024 px laptop with the sidebar open, the deletion test on a 1280 x 720 projector (its plot
+# titles below the subtitle). Per screen: (page, query, presenting).
 PAIRS = {(420, 900): [("side-by-side", {}, False), ("knockout", {"ablate": "3.1"}, False)],
-         (1024, 768): [("side-by-side", {}, True), ("knockout", {"ablate": "3.1"}, True), ("why-similar", {}, False)]}
+         (1024, 768): [("side-by-side", {}, True), ("knockout", {"ablate": "3.1"}, True), ("why-similar", {}, False)],
+         (1280, 720): [("why-similar", {}, True)]}
 CURVES = "Compute the deletion and insertion curves"
 
 
@@ -233,6 +238,7 @@ def test_texts_side_by_side_on_a_chart_never_overprint_where_it_is_narrowest(bro
             assert any(chart["notes"] >= 2 for chart in charts), f"{where}: no chart with two titles side by side: {charts}"
             for chart in charts:  # nor two plots' x tick labels where they meet
                 assert not chart["ticksOverlap"], f"{where}: x tick labels overprint each other: {chart}"
+                assert not chart["legendScrolls"], f"{where}: the legend scrolls (entries hidden): {chart}"
             assert_clean(page, app, since)
 
 
