@@ -29,14 +29,35 @@ def _matrix(x: Tensor | np.ndarray) -> np.ndarray:
     return (x.detach().double().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x, dtype=np.float64))
 
 
+SHOWN_PREFIX = 24  # characters of a label's first line and a half: a longer start shared with another sentence hides
+# where the two differ
+
+
+def distinct_part(words: list[str], others: list[list[str]]) -> list[str]:
+    """A sentence's words from two before where it parts from the sentence sharing the longest start with it, when
+    that start is longer than a label shows ("… was too tired." and "… was too wide."), else all of them."""
+    def shared(other: list[str]) -> int:
+        n = 0
+        while n < min(len(words), len(other)) and words[n] == other[n]:
+            n += 1
+        return n
+
+    n = max((shared(other) for other in others if other != words), default=0)  # a repeat keeps its number only
+    if len(" ".join(words[:n])) <= SHOWN_PREFIX or n >= len(words):
+        return words
+    return ["…", *words[n - 2:]]
+
+
 def sentence_labels(sentences: list[str], limit: int = 40, line: int = 20) -> list[str]:
     """Short, unique, markup-safe axis labels: "1 · A man is playing<br>guitar." (numbered, so repeats stay apart),
     at most two lines of `line` characters: half as wide as one line, so the cells keep room for their numbers on a
-    420 px phone."""
+    420 px phone. Sentences that start alike for longer than that show where they differ (distinct_part)."""
     wrap = textwrap.TextWrapper(line, max_lines=2, placeholder=" …").wrap
+    split = [s.split() for s in sentences]
+    parts = [distinct_part(w, split[:i] + split[i + 1:]) for i, w in enumerate(split)]
     return ["<br>".join(html.escape(part, quote=False)
-                        for part in wrap(f"{i} · {printable(' '.join(s.split()) or '(blank)', limit)}"))
-            for i, s in enumerate(sentences, 1)]
+                        for part in wrap(f"{i} · {printable(' '.join(w) or '(blank)', limit)}"))
+            for i, w in enumerate(parts, 1)]
 
 
 def similarity_heatmap(sim: Tensor | np.ndarray, sentences: list[str], *, title: str = "Cosine similarity of the "

@@ -83,6 +83,17 @@ def test_repeated_sentences_keep_their_own_rows():
     assert len(set(s["data"][0]["x"])) == 2
 
 
+def test_sentences_that_start_alike_are_labelled_where_they_differ():
+    start = "The animal didn't cross the street because it was too"
+    tired, wide = f"{start} tired.", f"{start} wide."
+    names = purpose.sentence_labels([tired, wide, "The tired animal stayed on this side of the road.", tired,
+                                     "The animal didn't"])
+    assert names[0] == names[3].replace("4", "1", 1) == "1 · … was too tired."
+    assert names[1] == "2 · … was too wide."
+    assert names[2].startswith("3 · The tired animal") and names[4] == "5 · The animal<br>didn't"  # short starts: whole
+    assert len({name.split(" · ", 1)[1] for name in names}) == 4  # only the repeat reads like another
+
+
 def test_similarity_heatmap_rejects_a_matrix_of_the_wrong_shape():
     with pytest.raises(ValueError, match="3 sentences"):
         purpose.similarity_heatmap(torch.ones(2, 2), ["a", "b", "c"])
