@@ -40,17 +40,16 @@ def drawn(trace, knocks: purpose.Knocks, *key, build):
 def output_effect(fr: ui.Frame, trace, knocked, knocks: purpose.Knocks) -> None:
     """The change of each token's output: the metrics above the bars, or on a projector below them (the bars are
     whole on screen at first load, tests/app/test_projector.py)."""
-    if not knocks and not fr.present:  # on a projector the chart's title says it, and every bar is 0
+    if not knocks and not fr.present:  # on a projector the chart's subtitle says it, and every bar is 0
         st.info(NOTHING)
     st.subheader("Each token's final vector")
     change = drawn(trace, knocks, "output-change", build=lambda: fig.output_change(trace.output, knocked.output,
                                                                                    trace.labels))
     if not fr.present:
         change_metrics(change)
-    title = "Change of each token's output vector" + (" (nothing knocked out)" if not knocks else "")
     name = export.export_name(trace, "knockout", purpose.format_ablate(knocks) or "none", "output")
     st.plotly_chart(drawn(trace, knocks, "token-change", fr.present,
-                          build=lambda: fig.token_change(change, title, presentation=fr.present)),
+                          build=lambda: fig.token_change(change, bool(knocks), presentation=fr.present)),
                     config=export.png_config(name))
     if fr.present:
         change_metrics(change)

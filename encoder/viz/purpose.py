@@ -220,8 +220,9 @@ def output_change(intact: Tensor, knocked: Tensor, tokens: list[str]) -> pd.Data
                          "cosine_to_intact": cos.numpy()})
 
 
-def token_change(change: pd.DataFrame, title: str, *, presentation: bool = False) -> go.Figure:
-    """Bars of each token's relative change (output_change's table); the hover adds the cosine to the intact vector."""
+def token_change(change: pd.DataFrame, knocked_out: bool, *, presentation: bool = False) -> go.Figure:
+    """Bars of each token's relative change (output_change's table); the hover adds the cosine to the intact vector.
+    knocked_out: whether anything is; when not, the subtitle says so (in the title it was cut at 1024 px presenting)."""
     pos = change["position"].tolist()
     tokens = change["token"].tolist()
     cats = axes.categories(tokens, pos)
@@ -230,7 +231,8 @@ def token_change(change: pd.DataFrame, title: str, *, presentation: bool = False
                            hovertemplate="%{x}: changed by %{y:.1%} (cosine to intact %{customdata:.4f})<extra></extra>"))
     fig.update_xaxes(title="token", tickangle=-45, **axes.token_axis(cats, tokens, pos, presentation))
     fig.update_yaxes(title="‖knocked − intact‖ / ‖intact‖", tickformat=".0%", rangemode="tozero")
-    return style.apply(fig, label(title, 120), presentation, height=460)
+    return style.apply(fig, "Change of each token's output vector", presentation,
+                       "" if knocked_out else "nothing knocked out: every bar is 0", height=460)
 
 
 def attention_change(intact: Tensor, knocked: Tensor, knocked_layers: set[int] | frozenset[int] = frozenset(), *,

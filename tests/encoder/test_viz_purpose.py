@@ -184,8 +184,11 @@ def test_output_change_from_known_vectors():
     change = purpose.output_change(intact, knocked, ["a", "b", "c"])
     np.testing.assert_allclose(change["relative_change"], [0.0, 1.0, np.sqrt(8) / 2])
     np.testing.assert_allclose(change["cosine_to_intact"], [1.0, 1.0, 0.0], atol=1e-12)
-    s = spec(purpose.token_change(change, "change"))
+    s = spec(purpose.token_change(change, True))
     np.testing.assert_allclose(s["data"][0]["y"], change["relative_change"])
+    title = spec(purpose.token_change(change, False, presentation=True))["layout"]["title"]
+    assert title["text"] == "Change of each token's output vector"  # whole at 1024 px presenting with the sidebar open
+    assert title["subtitle"]["text"].startswith("nothing knocked out") and not s["layout"]["title"]["subtitle"]["text"]
     with pytest.raises(ValueError):
         purpose.output_change(intact, knocked[:2], ["a", "b", "c"])
 

@@ -188,8 +188,7 @@ def _knockout(live: Live) -> go.Figure:
     trace = live.trace
     knocks, _ = sentences.parse_ablate(live.values["ablate"], trace.config)
     knocked = sentences.get_run(live.frame, trace.text, knocks)
-    title = "Change of each token's output vector" + (" (nothing knocked out)" if not knocks else "")
-    return purpose.token_change(purpose.output_change(trace.output, knocked.output, trace.tokens), title)
+    return purpose.token_change(purpose.output_change(trace.output, knocked.output, trace.tokens), bool(knocks))
 
 
 # Each page's main figure, by URL path: the one a handout prints for a slide on that page (None: the page has no
