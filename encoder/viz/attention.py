@@ -272,7 +272,8 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
             bands.append(band | dict(xaxis=f"x{n}", yaxis=f"y{n}"))
     data += bands
     layout["coloraxis"] = dict(cmin=zmin, cmax=zmax, colorscale=style.colorscale(style.ATTENTION_SCALE),
-                               colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1))
+                               colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1,
+                                             tickfont=dict(size=layout["font"]["size"])))  # as a map's own bar
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
                                              layout["font"]["size"], bar)
     # The shared colour axis's bar sits further out than a heatmap's own: plotly widened the margin by 8-21 px

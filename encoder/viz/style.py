@@ -137,6 +137,8 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
         margin=dict(l=10, r=10, t=top, b=10),
         hoverlabel=dict(font=dict(size=size)),
     )
+    if presentation:  # Streamlit's theme draws legends at 13.8 px unless told: 16 px, as the tick labels
+        layout["legend"] = dict(font=dict(size=size - 4))
     if anchored:
         # plotly.js lifts a title of several lines anchored at its top by about 0.7 em (measured in Chromium at 21 and
         # 26 px): the pad gives that back; tests/app/test_projector.py checks the title is whole and clear of the legend

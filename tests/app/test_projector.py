@@ -77,7 +77,9 @@ CUT_JS = """([root]) => [...document.querySelectorAll(
 CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stPlotlyChart"]')].map(c => {
   const maps = [...c.querySelectorAll('.heatmaplayer image')].map(i => i.getBoundingClientRect());
   const bars = [...c.querySelectorAll('.colorbar .cbfills')].map(f => f.getBoundingClientRect().height);
-  const ticks = [...c.querySelectorAll('.xtick text, .ytick text')].map(t => parseFloat(getComputedStyle(t).fontSize));
+  const sizes = sel => [...c.querySelectorAll(sel)].map(t => parseFloat(getComputedStyle(t).fontSize)).filter(x => x);
+  const ticks = sizes('.xtick text, .ytick text');
+  const keys = sizes('.legendtext, .colorbar text');  // legend entries and colour bar labels
   const title = c.querySelector('.gtitle'), svg = c.querySelector('svg.main-svg')?.getBoundingClientRect();
   const sub = c.querySelector('.gtitle-subtitle')?.getBoundingClientRect();
   const tb = c.querySelector('.gtitle')?.getBoundingClientRect();
@@ -104,6 +106,7 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
   return {title: title?.textContent ?? '', notes: notes.length, notesOverlap, ticksOverlap, legendScrolls,
           mapHeight: maps.length ? Math.max(...maps.map(m => m.bottom)) - Math.min(...maps.map(m => m.top)) : null,
           bar: bars.length ? Math.max(...bars) : null, smallestTick: ticks.length ? Math.min(...ticks) : null,
+          smallestKey: keys.length ? Math.min(...keys) : null,
           overprinted, titleCut: !!t && !!svg && (t.right > svg.right + 1 || t.top < svg.top - 1),
           titleOnLegend: !!t && !!legend && legend.width > 0
                          && Math.min(t.right, legend.right) - Math.max(t.left, legend.left) > 1
@@ -192,6 +195,8 @@ def test_every_page_fits_the_projector(projector, app, path):
             assert chart["bar"] <= chart["mapHeight"] + 1, f"{where}: colour bar taller than its map: {chart}"
         if chart["smallestTick"] is not None:
             assert chart["smallestTick"] >= MIN_PRESENT_FONT, f"{where}: tick labels below 14 px: {chart}"
+        if chart["smallestKey"] is not None:
+            assert chart["smallestKey"] >= MIN_PRESENT_FONT, f"{where}: legend or colour bar text below 14 px: {chart}"
     if path not in NO_FIGURE:
         wait_for_figure(page, app, FIGURE, where)
     if not page.locator(FIGURE).count():
