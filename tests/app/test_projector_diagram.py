@@ -40,6 +40,17 @@ TEXTS_JS = """(sel) => [...document.querySelector(sel).querySelectorAll('svg tex
   .map(t => ({text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a,
               height: t.getBoundingClientRect().height}))"""
 
+# Texts an edge runs through: the boxes of the edges' paths (a straight edge's box is its line) that cross a text's
+# box by more than 2 px each way. Curved edges get wide boxes: only the cluster headings are checked against them.
+STRUCK_JS = """(sel) => {
+  const svg = document.querySelector(sel).querySelector('svg');
+  const boxes = (q) => [...svg.querySelectorAll(q)].map(e => [e.textContent.trim(), e.getBoundingClientRect()]);
+  const edges = boxes('g.edge path');
+  return boxes('g.cluster > text').filter(([t]) => t).flatMap(([t, b]) => edges
+    .filter(([, e]) => Math.min(b.right, e.right) - Math.max(b.left, e.left) > -2
+                       && Math.min(b.bottom, e.bottom) - Math.max(b.top, e.top) > 2).map(() => t));
+}"""
+
 
 def open_diagram(page: Page, app: App, path: str, params: dict[str, str]) -> None:
     """Open a page in presentation mode with these settings; return once its diagram is drawn and the app idle."""
@@ -89,5 +100,7 @@ def check_diagram(page: Page, app: App, path: str, model: str, since: int) -> No
     box = page.evaluate(FIT_JS, [DIAGRAM, False])
     assert box["top"] >= box["header"] - 1 and box["bottom"] <= box["vh"] + 1, f"{where}: diagram off screen: {box}"
     assert box["left"] >= 0 and box["right"] <= box["vw"], f"{where}: diagram wider than the screen: {box}"
+    struck = page.evaluate(STRUCK_JS, DIAGRAM)  # the edge from the embeddings ran through "Post-LN layer × 6"
+    assert not struck, f"{where}: an edge runs through the heading {struck}"
     cut = page.evaluate(CUT_JS, [MAIN])  # Data flow's controls moved into the narrower right-hand column
     assert not cut, f"{where}: labels or buttons cut off: {cut}"
