@@ -259,13 +259,14 @@ def layer_diagram(
         if rows is not None:
             heading.append(f"statistics of layer {layer}")
     with g.subgraph(name="cluster_layer") as outer:
-        # Compact: the heading under the layer, on the left: no edge runs there (at the top the edge from the
-        # embeddings into the layer struck through it, and one up to a final LayerNorm may run on the right); no
-        # border, since dot may set an edge label of the right-hand column partly outside the cluster.
+        # The heading under the layer, where no edge runs: at the top the edge from the embeddings into the layer
+        # struck through it. Compact: on the left (an edge up to a final LayerNorm may run on the right), with no
+        # border, since dot may set an edge label of the right-hand column partly outside the cluster. The full
+        # drawing's edge down to a final LayerNorm leaves the layer at the bottom's centre: there it stays on top.
+        below = compact or not config.final_norm
         outer.attr(label=_text(*heading), style="filled,rounded", fillcolor="#f8f9fa",
                    color="#f8f9fa" if compact else "#ced4da", fontsize=COMPACT_FONT if compact else "16",
-                   labeljust="l" if compact else "c", labelloc="b" if compact else "t",
-                   margin="6" if compact else "16")
+                   labeljust="l" if compact else "c", labelloc="b" if below else "t", margin="6" if compact else "16")
         inner = outer.subgraph(name="cluster_stats") if rows is not None else nullcontext(outer)
         with inner as body:
             if rows is not None:
