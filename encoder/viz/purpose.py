@@ -7,6 +7,7 @@ User text reaches plotly only through text.label(), which escapes '<', '>' and '
 from __future__ import annotations
 
 import html
+import os
 import textwrap
 from collections.abc import Sequence
 
@@ -36,16 +37,11 @@ SHOWN_PREFIX = 24  # characters of a label's first line and a half: a longer sta
 def distinct_part(words: list[str], others: list[list[str]]) -> list[str]:
     """A sentence's words from two before where it parts from the sentence sharing the longest start with it, when
     that start is longer than a label shows ("… was too tired." and "… was too wide."), else all of them."""
-    def shared(other: list[str]) -> int:
-        n = 0
-        while n < min(len(words), len(other)) and words[n] == other[n]:
-            n += 1
-        return n
-
-    n = max((shared(other) for other in others if other != words), default=0)  # a repeat keeps its number only
+    # a repeat keeps its number only
+    n = max((len(os.path.commonprefix([words, other])) for other in others if other != words), default=0)
     if len(" ".join(words[:n])) <= SHOWN_PREFIX or n >= len(words):
         return words
-    return ["…", *words[n - 2:]]
+    return ["…", *words[max(0, n - 2):]]
 
 
 def sentence_labels(sentences: list[str], limit: int = 40, line: int = 20) -> list[str]:

@@ -92,6 +92,8 @@ def test_sentences_that_start_alike_are_labelled_where_they_differ():
     assert names[1] == "2 · … was too wide."
     assert names[2].startswith("3 · The tired animal") and names[4] == "5 · The animal<br>didn't"  # short starts: whole
     assert len({name.split(" · ", 1)[1] for name in names}) == 4  # only the repeat reads like another
+    long = "x" * 30  # one shared word longer than a label shows: the words after it are all kept
+    assert purpose.distinct_part([long, "is", "rare"], [[long, "was", "fine"]]) == ["…", long, "is", "rare"]
 
 
 def test_similarity_heatmap_rejects_a_matrix_of_the_wrong_shape():
