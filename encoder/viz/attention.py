@@ -86,6 +86,7 @@ def _hidden_note(trace: Trace, shown: int) -> str:
 # over its map, two such titles stay apart in the narrowest pair, whose maps' centres are ~180 px apart (presenting
 # at 1024 px with the sidebar unfolded). The pages' own names ("Pre-LN (rewired)", "Knocked out") fit whole.
 PAIR_TITLE_PX = 220
+PAIR_TOP = 130  # px above a pair's maps: the title, the sentence and the two maps' titles
 WINDOW_GREY = "#ced4da"  # the cells a sliding window masks: weight 0, drawn apart from a small weight's near-white
 
 
@@ -137,7 +138,8 @@ def attention_heatmap(
     layout = style.layout(title or f"Attention, layer {layer}, {who}{note}", presentation, style.sentence(trace),
                           height=height, narrow=narrow)
     axis = axes.map_axis(cats, trace.labels, pos, presentation, layout["height"], 100)
-    layout["xaxis"] = dict(title=dict(text="key (attended to)"), tickangle=-45, **axis)
+    layout["xaxis"] = dict(title=dict(text="key (attended to)"), tickangle=-45,
+                           **axes.key_axis(axis, cats, trace.labels, pos))
     layout["yaxis"] = dict(title=dict(text="query (attending)"), autorange="reversed", **axis)
     heatmap = _heatmap(w, cats, scale, note)
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
@@ -234,10 +236,12 @@ def model_view(trace: Trace, hide_special: bool = False, max_cells: int = 32, *,
 
 
 def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, scale: str = "fixed",
-                   presentation: bool = False) -> go.Figure:
+                   presentation: bool = False, tallest: int = style.PRESENT_TALLEST) -> go.Figure:
     """Two traces' attention for one layer and head side by side in one figure, each map 46 % of the width, with
     one shared colour bar and the query labels once (auto and per-row scales are computed over both maps); a layer
-    with a sliding window greys the cells outside it, after the two maps. The traces share their tokens."""
+    with a sliding window greys the cells outside it, after the two maps. The traces share their tokens.
+    tallest: the most it may be when presenting, for every token's label (axes.map_height); a page's main figure
+    keeps style.PRESENT_HEIGHT, whole on the first screen."""
     (name_a, a), (name_b, b) = traces.items()
     if a.tokens != b.tokens:
         raise ValueError("The two traces must be of the same sentence.")
@@ -246,16 +250,17 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     axes.check(b, layer, head)
     cats = axes.categories(a.labels, pos)
     both, zmin, zmax, bar = colour_scale(np.stack([wa, wb]), scale)
-    height = axes.map_height(len(pos), presentation)
-    axis = axes.map_axis(cats, a.labels, pos, presentation, height, 130)
+    height = axes.map_height(len(pos), presentation, PAIR_TOP, tallest)
+    axis = axes.map_axis(cats, a.labels, pos, presentation, height, PAIR_TOP)
+    keys = axes.key_axis(axis, cats, a.labels, pos)
     who = f"head {head}" if head is not None else "average of heads"
     layout = style.layout(f"Attention, layer {layer}, {who}", presentation, style.sentence(a, 70), height=height,
-                          plot_titles=True)  # the two map titles, below the subtitle
+                          plot_titles=True, tallest=height)  # the two map titles, below the subtitle
     data, notes, bands = [], [], []
     for i, (name, w, z) in enumerate(((name_a, wa, both[0]), (name_b, wb, both[1]))):
         n = str(i + 1) if i else ""
         x0, x1 = (0.0, 0.46) if i == 0 else (0.54, 1.0)
-        layout[f"xaxis{n}"] = dict(axis, domain=[x0, x1], anchor=f"y{n}", tickangle=-45,
+        layout[f"xaxis{n}"] = dict(keys, domain=[x0, x1], anchor=f"y{n}", tickangle=-45,
                                    title=dict(text="key (attended to)"))
         layout[f"yaxis{n}"] = dict(axis, domain=[0, 1], anchor=f"x{n}", autorange="reversed",
                                    showticklabels=i == 0, title=dict(text="query" if i == 0 else ""))
@@ -291,14 +296,14 @@ def attention_difference(a: Tensor, b: Tensor, tokens: list[str], title: str, *,
     cats = axes.categories(tokens, pos)
     z = axes.block_mean(d, axes.MAX_CELLS, axes.MAX_CELLS)
     m = style.symmetric_range(z)
-    height = axes.map_height(len(tokens), presentation)
-    axis = axes.map_axis(cats, tokens, pos, presentation, height, 70)
+    height = axes.map_height(len(tokens), presentation, axes.MAP_TOP, style.PRESENT_TALLEST)  # below the pair
+    axis = axes.map_axis(cats, tokens, pos, presentation, height, axes.MAP_TOP)
     fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
                                hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>",
                                colorbar=dict(title="Δ weight", thickness=18, len=1)),
-                    layout=dict(xaxis=dict(title="key", tickangle=-45, **axis),
+                    layout=dict(xaxis=dict(title="key", tickangle=-45, **axes.key_axis(axis, cats, tokens, pos)),
                                 yaxis=dict(title="query", autorange="reversed", **axis)))
-    return style.apply(fig, label(title, 120), presentation, height=height)
+    return style.apply(fig, label(title, 120), presentation, height=height, tallest=height)
 
 
 def attention_table(trace: Trace, layer: int, head: int | None, hide_special: bool = False) -> pd.DataFrame:

@@ -16,6 +16,9 @@ from . import style
 from .text import label, text_px
 
 MAX_CELLS = 512  # rows or columns of a heatmap beyond which values are block-averaged
+TICK_MARGIN = 160  # px of a map's height taken by the key labels below it and the axis title
+TICK_SPACING = 1.4  # token labels along a map's side are at least this many label heights apart
+MAP_TOP = 70  # px above a map with a title (and no subtitle or plot titles)
 
 
 def check(trace: Trace, layer: int, head: int | None = None, tap: str | None = None) -> None:
@@ -80,14 +83,20 @@ def token_axis(cats: list[str], tokens: list[str], positions: list[int], present
                 ticktext=[label(tokens[p], 16) for p in positions[::step]], tickfont=dict(size=size))
 
 
-def map_height(n: int, presentation: bool) -> int:
-    """Height of a token-by-token map: grows with the tokens up to what a 900 px laptop (or projector) shows."""
-    return min(max(28 * n + 330, 480), style.PRESENT_HEIGHT if presentation else 720)
+def map_height(n: int, presentation: bool, top: int = 0, tallest: int = style.PRESENT_HEIGHT) -> int:
+    """Height of a token-by-token map: grows with the tokens up to what a 900 px laptop shows. On a projector,
+    style.PRESENT_HEIGHT, or taller up to `tallest` where that gives every token its label at the minimum size
+    (map_axis, with the same `top`): at 420 px a pair of 16-token maps named every third row. A map below a page's
+    first screen may take up to style.PRESENT_TALLEST, whole once scrolled to."""
+    if not presentation:
+        return min(max(28 * n + 330, 480), 720)
+    every = top + TICK_MARGIN + math.ceil(TICK_SPACING * style.MIN_PRESENT_FONT * n)
+    return max(style.PRESENT_HEIGHT, min(every, tallest))
 
 
 def _tick_room(height: int, top: int, tick_size: int) -> int:
     """How many token labels fit along a map's height without overprinting (one per 1.4 label heights)."""
-    return max(4, int((height - top - 160) / (1.4 * tick_size)))
+    return max(4, int((height - top - TICK_MARGIN) / (TICK_SPACING * tick_size)))
 
 
 def map_axis(cats: list[str], tokens: list[str], positions: list[int], presentation: bool, height: int,
@@ -97,6 +106,16 @@ def map_axis(cats: list[str], tokens: list[str], positions: list[int], presentat
     sizes = (18, style.MIN_PRESENT_FONT) if presentation else (14, 11)
     size = next((s for s in sizes if len(cats) <= _tick_room(height, top, s)), sizes[-1])
     return token_axis(cats, tokens, positions, presentation, _tick_room(height, top, size), size)
+
+
+def key_axis(axis: dict, cats: list[str], tokens: list[str], positions: list[int]) -> dict:
+    """The key (x) axis of a square map whose query axis is map_axis's `axis`: its width is the browser's to know, so
+    plotly picks every k-th key there (labels at least 1.2 label sizes apart) and labelalias names each by its token
+    alone, as the query axis does. A map of blocks keeps the query axis's (no labels)."""
+    if "tickvals" not in axis:
+        return axis
+    names = {c: label(tokens[p], 16) for c, p in zip(cats, positions, strict=True)}
+    return dict(type="category", tickmode="auto", labelalias=names, tickfont=axis["tickfont"])
 
 
 def heatmap_margins(ticktext: list[str], tick_size: int, size: int, bar: str = "weight") -> dict:

@@ -29,18 +29,19 @@ def position_similarity(table: Tensor, *, presentation: bool = False) -> go.Figu
 
 
 def token_similarity(vectors: Tensor, tokens: list[str], title: str, *, presentation: bool = False) -> go.Figure:
-    """Cosine similarity between the (seq, d) vectors of the tokens, colours fixed to [-1, 1]."""
+    """Cosine similarity between the (seq, d) vectors of the tokens, colours fixed to [-1, 1]; below its page's first
+    screen, so on a projector as tall as every token's label needs (axes.map_height)."""
     if vectors.ndim != 2 or vectors.shape[0] != len(tokens):
         raise ValueError(f"Expected one vector per token, got {tuple(vectors.shape)} for {len(tokens)} tokens.")
     pos = list(range(len(tokens)))
     cats = axes.categories(tokens, pos)
     z = axes.block_mean(cosine_matrix(vectors).numpy(), axes.MAX_CELLS, axes.MAX_CELLS)
-    height = axes.map_height(len(tokens), presentation)
-    axis = axes.map_axis(cats, tokens, pos, presentation, height, 70)
+    height = axes.map_height(len(tokens), presentation, axes.MAP_TOP, style.PRESENT_TALLEST)
+    axis = axes.map_axis(cats, tokens, pos, presentation, height, axes.MAP_TOP)
     fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, zmid=0, zmin=-1, zmax=1, colorscale=style.DIVERGING,
                                hovertemplate="%{y} and %{x}: %{z:.3f}<extra></extra>",
                                colorbar=dict(title="cos", thickness=18, len=1)))
-    fig.update_xaxes(tickangle=-45, **axis)
+    fig.update_xaxes(tickangle=-45, **axes.key_axis(axis, cats, tokens, pos))
     fig.update_yaxes(autorange="reversed", **axis)
-    return style.apply(fig, label(title, 120), presentation, height=height)
+    return style.apply(fig, label(title, 120), presentation, height=height, tallest=height)
 

@@ -23,6 +23,7 @@ FONT = "Helvetica, Arial, sans-serif"
 # at most PRESENT_HEIGHT tall is whole on screen at first load; a diagram scales to at most DIAGRAM_HEIGHT (its pages
 # have fewer controls above it).
 PRESENT_HEIGHT = 420
+PRESENT_TALLEST = 640  # a map taller than PRESENT_HEIGHT to name every token (axes.map_height): whole once scrolled
 DIAGRAM_HEIGHT = 480
 MIN_PRESENT_FONT = 14
 # How wide a title may be, at its own font size, in a chart that shares its row with another: half the main column at
@@ -108,7 +109,8 @@ def _title_room(size: int, title_lines: int, subtitle_lines: int, legend: int) -
 
 
 def layout(title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
-           narrow: bool = False, legend_above: int = 0, wide: bool = False, plot_titles: bool = False) -> dict:
+           narrow: bool = False, legend_above: int = 0, wide: bool = False, plot_titles: bool = False,
+           tallest: int = PRESENT_HEIGHT) -> dict:
     """Common look: white template, large fonts (larger still for a projector), title and optional subtitle.
 
     narrow: the chart shares its row with another, so a long title (and subtitle) is broken into lines that fit.
@@ -116,6 +118,7 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
     of a 1024 px screen with the sidebar open (an explicit "<br>" in it is kept as a break).
     legend_above: the rows of a horizontal legend the figure puts just above its plot, below the title's lines.
     plot_titles: a line of titles (at most the font's size) stands just above the plots, below the title's lines.
+    tallest: the most `height` may be when presenting; a map naming every token may be taller (axes.map_height).
     """
     size = 20 if presentation else 15  # presentation: >= MIN_PRESENT_FONT everywhere, ticks included
     titles, subtitles = [title], [subtitle] if subtitle else []
@@ -145,12 +148,13 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
         lift = round(0.7 * (size + 6)) if len(titles) > 1 else 0
         layout["title"] |= dict(y=1.0, yref="container", yanchor="top", pad=dict(t=10 + lift))
     if height:
-        layout["height"] = int(min(height, PRESENT_HEIGHT) if presentation else height)
+        layout["height"] = int(min(height, tallest) if presentation else height)
     return layout
 
 
 def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
-          narrow: bool = False, legend_above: bool = False, plot_titles: bool = False) -> go.Figure:
+          narrow: bool = False, legend_above: bool = False, plot_titles: bool = False,
+          tallest: int = PRESENT_HEIGHT) -> go.Figure:
     """A figure built with plotly's validated objects, with the common look (see layout()).
 
     The look is merged into the figure's own layout as plain dicts and the result is not validated again: plotly.py's
@@ -164,7 +168,7 @@ def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", he
         rows = legend_rows(names, 20 if presentation else 15, NARROW_TITLE_PX[presentation] if narrow else WIDE_LEGEND_PX)
     # Each part's own plain dicts (numpy arrays stay arrays; the figure's to_plotly_json would encode them as base64)
     look = merged(fig.layout.to_plotly_json(), layout(title, presentation, subtitle, height, narrow=narrow,
-                                                      legend_above=rows, plot_titles=plot_titles))
+                                                      legend_above=rows, plot_titles=plot_titles, tallest=tallest))
     if presentation:  # plotly draws tick labels at ~0.7 of the font size unless told: 16 px for the back row
         for name in {"xaxis", "yaxis", *(k for k in look if k.startswith(("xaxis", "yaxis")))}:
             axis = look.setdefault(name, {})

@@ -71,7 +71,7 @@ HEATMAP_JS = """() => {
   const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]');
   if (charts.length !== 1 || !charts[0].querySelector('svg.main-svg .heatmaplayer image')) return null;
   const c = charts[0];
-  return {ticks: [...c.querySelectorAll('.xtick text')].map(t => t.textContent),
+  return {ticks: [...c.querySelectorAll('.ytick text')].map(t => t.textContent),
           title: c.querySelector('.gtitle')?.textContent ?? '',
           text: c.querySelector('.infolayer')?.textContent ?? '',
           image: c.querySelector('.heatmaplayer image').getAttribute('href')};

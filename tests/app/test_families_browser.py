@@ -29,7 +29,7 @@ pytestmark = pytest.mark.browser
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 TICKS_JS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(c => ({
-  x: [...c.querySelectorAll('.xtick text')].map(t => t.textContent),
+  y: [...c.querySelectorAll('.ytick text')].map(t => t.textContent),  // the query axis: every token while they fit
   title: (c.querySelector('.gtitle') || {}).textContent || ''}))"""
 
 
@@ -61,7 +61,7 @@ def walk_server(models) -> Iterator[tuple[str, ServerLog]]:
 
 def charts(tab: Tab, count: int = 1) -> list[dict]:
     """The plotly charts' x tick labels and titles, once `count` of them are drawn with their ticks."""
-    tab.page.wait_for_function(f"() => ({TICKS_JS})().filter(c => c.x.length).length >= {count}", timeout=60_000)
+    tab.page.wait_for_function(f"() => ({TICKS_JS})().filter(c => c.y.length).length >= {count}", timeout=60_000)
     return tab.page.evaluate(TICKS_JS)
 
 
@@ -102,8 +102,8 @@ def test_the_roberta_maps_show_its_own_special_tokens_and_hide_them(tabs):
     tab.pick_radio("w-model", "Checkpoint: tiny-roberta")
     assert_consistent(tab, since, "model -> tiny-roberta")
     (chart,) = charts(tab)
-    assert chart["x"][0] == "<s>" and chart["x"][-1] == "</s>", chart
-    assert any(t.startswith(SPACE_MARK) for t in chart["x"]) and not any("Ġ" in t for t in chart["x"]), chart
+    assert chart["y"][0] == "<s>" and chart["y"][-1] == "</s>", chart
+    assert any(t.startswith(SPACE_MARK) for t in chart["y"]) and not any("Ġ" in t for t in chart["y"]), chart
     hide = next(w for w in tab.widgets() if w.setting == "hide_special")
     assert hide.label == "Hide <s> / </s>" and hide.value == "False"
     tab.click_toggle("w-hide_special")
@@ -111,13 +111,13 @@ def test_the_roberta_maps_show_its_own_special_tokens_and_hide_them(tabs):
     (hidden,) = charts(tab)
     tokens = encode(SENTENCE, 512, checkpoints.checkpoint_dir("tiny-roberta")).tokens
     labels = readable(tokens, 512, checkpoints.checkpoint_dir("tiny-roberta"))
-    assert hidden["x"] == labels[1:-1], hidden  # every other token, as the tokenizer cut it and as it reads
+    assert hidden["y"] == labels[1:-1], hidden  # every other token, as the tokenizer cut it and as it reads
     assert "<s>/</s> hidden" in hidden["title"]
     assert tab.url_values()["hide_special"] is True and tab.url_values()["model"] == "ckpt:tiny-roberta"
     fresh = tabs()  # the link reopens the same view
     fresh.page.goto(tab.page.url)
     fresh.settle(timeout=LOAD_S)
-    assert charts(fresh)[0]["x"] == hidden["x"]
+    assert charts(fresh)[0]["y"] == hidden["y"]
 
 
 def test_the_modernbert_preset_its_knobs_and_their_link(tabs):
@@ -163,7 +163,7 @@ def test_compare_puts_the_pretrained_model_beside_the_roberta(tabs):
     tab.goto("/side-by-side", {"text": SENTENCE, "compare": "models", "model_b": "ckpt:tiny-roberta"})
     assert_consistent(tab, since, "Compare two models")
     left, right = charts(tab, 2)[:2]
-    assert left["x"][0] == "[CLS]" and right["x"][0] == "<s>" and left["x"] != right["x"]
+    assert left["y"][0] == "[CLS]" and right["y"][0] == "<s>" and left["y"] != right["y"]
     assert left["title"].startswith("all-MiniLM-L6-v2") and right["title"].startswith("tiny-roberta")
     tab.pick_select("w-model_b", settings.CUSTOM_LABEL)
     assert_consistent(tab, since, "second model -> custom")

@@ -229,7 +229,7 @@ def test_compare_two_models_each_map_on_its_own_tokens(tmp_path, monkeypatch, ro
     assert left["layout"]["title"]["subtitle"]["text"] == f"layer 3, head 1 · {frame_of(at).trace.seq_len} WordPiece tokens"
     assert right["layout"]["title"]["subtitle"]["text"].startswith("layer 2, head 3 · ")
     assert right["layout"]["title"]["subtitle"]["text"].endswith(" byte-level BPE tokens")
-    ticks_left, ticks_right = (fig["layout"]["xaxis"]["ticktext"] for fig in (left, right))
+    ticks_left, ticks_right = (fig["layout"]["yaxis"]["ticktext"] for fig in (left, right))
     assert ticks_left[0] == "[CLS]" and ticks_right[0] == "&lt;s&gt;" and ticks_left != ticks_right
     assert any(t.startswith(SPACE_MARK) for t in ticks_right) and not any("Ġ" in t for t in ticks_right)
     a = frame_of(at).trace
@@ -281,14 +281,14 @@ def test_a_roberta_checkpoint_names_its_own_special_tokens_everywhere(roberta_mo
     hide = at.toggle(key="w:hide_special")
     assert hide.label == ui.literal("Hide <s> / </s>") and hide.value is True
     fig = specs(at)[0]
-    ticks = fig["layout"]["xaxis"]["ticktext"]
+    ticks = fig["layout"]["yaxis"]["ticktext"]
     assert "&lt;s&gt;" not in ticks and "&lt;/s&gt;" not in ticks and len(ticks) == trace.seq_len - 2
     assert "&lt;s&gt;/&lt;/s&gt; hidden" in fig["layout"]["title"]["text"]
     (header,) = component_headers(start(params | {"view": "head"}))  # the map: its labels and what Hide leaves out
     assert header["specials"] == [0, trace.seq_len - 1] and header["specialNames"] == ["<s>", "</s>"]
     assert header["tokens"] == list(trace.labels) and any(t.startswith(SPACE_MARK) for t in header["tokens"])
     shown = start(params | {"hide_special": "false"})
-    ticks = specs(shown)[0]["layout"]["xaxis"]["ticktext"]
+    ticks = specs(shown)[0]["layout"]["yaxis"]["ticktext"]
     assert ticks[0] == "&lt;s&gt;" and ticks[-1] == "&lt;/s&gt;" and any(t.startswith(SPACE_MARK) for t in ticks)
     emb = start({"model": "ckpt:tiny-roberta", "pool": "cls"}, "embeddings")
     assert_clean(emb)

@@ -376,6 +376,56 @@ EVERY_CHART_JS = """() => {
             smallest: sizes.length ? Math.min(...sizes) : null};
   });
 }"""
+# Every token map of a page (a plotly heatmap over the tokens), each scrolled to the top of the screen in turn: its
+# title, box, query (y) labels and their sizes, and the key (x) labels plotly chose for the width it has.
+TOKEN_MAPS_JS = """() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const header = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
+  return [...main.querySelectorAll('[data-testid="stPlotlyChart"]')].filter(c => c.querySelector('.heatmaplayer image'))
+    .map(c => {
+      main.scrollTop += c.getBoundingClientRect().top - header;
+      const b = c.getBoundingClientRect();
+      const texts = sel => [...c.querySelectorAll(sel)].filter(t => t.getBoundingClientRect().width > 0);
+      return {title: c.querySelector('.gtitle')?.textContent ?? '', top: b.top, bottom: b.bottom, header,
+              vh: window.innerHeight, rows: texts('.yaxislayer-above .ytick text').map(t => t.textContent),
+              fonts: texts('.ytick text, .xtick text').map(t => parseFloat(getComputedStyle(t).fontSize)),
+              keys: texts('.xaxislayer-above .xtick text').map(t => t.textContent)};
+    });
+}"""
+# The token maps below a page's first screen, by the start of their titles (the Compare page's pair is its main
+# figure: whole on the first screen, and test_every_page_fits_the_projector checks it).
+BELOW_FIRST_SCREEN = {"knockout": ("Attention, layer", "Knocked out minus intact"), "side-by-side": ("Post-LN − Pre-LN",),
+                      "wordpieces": ("Token embeddings: cosine",)}
+DEFAULT_LABELS = ["[CLS]", "the", "animal", "didn", "'", "t", "cross", "the", "street", "because", "it", "was", "too",
+                  "tired", ".", "[SEP]"]
+
+
+@pytest.mark.parametrize("path", list(BELOW_FIRST_SCREEN))
+def test_maps_below_the_first_screen_name_every_token_of_the_default_sentence(projector, app, path):
+    """Issue 23: on a projector the pair of Knock out heads named every third row of the 16-token sentence, the
+    difference maps and the embeddings' similarity every second. Now each names every row at 14 px or more and is
+    whole once scrolled to; the key labels plotly keeps for the width are tokens (every k-th), never "the (7)"."""
+    page, since = projector, len(app.log.lines)
+    page.goto(app.link(f"/{path}", {"present": "true"} | ({"ablate": "3.1"} if path == "knockout" else {})))
+    settle(page, timeout=LOAD_MS)
+    page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+    titles = BELOW_FIRST_SCREEN[path]  # a chart may mount after its run has ended: wait for its heatmap
+    page.wait_for_function("""(titles) => titles.every(t => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+      .some(c => (c.querySelector('.gtitle')?.textContent ?? '').startsWith(t) && c.querySelector('.heatmaplayer image')))""",
+                           arg=list(titles), timeout=LOAD_MS, polling=200)
+    maps = {m["title"]: m for m in page.evaluate(TOKEN_MAPS_JS)}
+    for start in titles:
+        where = f"/{path} {start!r} at {page.viewport_size}"
+        (m,) = [m for title, m in maps.items() if title.startswith(start)] or [None]
+        assert m is not None, f"{where}: not drawn; the maps are {list(maps)}"
+        assert m["rows"] == DEFAULT_LABELS, f"{where}: rows named {m['rows']}"
+        assert min(m["fonts"]) >= MIN_PRESENT_FONT, f"{where}: labels below 14 px: {m['fonts']}"
+        assert m["top"] >= m["header"] - 1 and m["bottom"] <= m["vh"] + 1, f"{where}: not whole once scrolled: {m}"
+        step = DEFAULT_LABELS.index(m["keys"][1]) if len(m["keys"]) > 1 else len(DEFAULT_LABELS)
+        assert m["keys"] == DEFAULT_LABELS[::step], f"{where}: keys named {m['keys']}"
+    assert_clean(page, app, since)
+
+
 MEASURE_VIEWS = [("why-similar", {}), ("why-similar", {"target": "token", "token": "9"}),
                  ("inside-a-head", {"measure": "value"}), ("inside-a-head", {"measure": "alti"})]
 

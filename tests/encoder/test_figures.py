@@ -14,8 +14,8 @@ import torch
 
 import encoder
 from encoder.model import flow_order
-from encoder.viz import activations, attention, export, similarity, style, teaching
-from encoder.viz.text import text_px
+from encoder.viz import activations, attention, axes, export, similarity, style, teaching
+from encoder.viz.text import label, text_px
 
 SENTENCE = "The cat sat on the mat."
 HOSTILE_TOKENS = ["[CLS]", "<b>x</b>", "a&b", "<a href='javascript:alert(1)'>y</a>", "the", "the", "<br>", "mat", "[SEP]"]
@@ -83,7 +83,7 @@ def test_head_none_is_the_average_of_heads(small):
 def test_repeated_tokens_keep_their_own_rows(small):
     fig = attention.attention_heatmap(small, 0, 0)
     assert len(set(fig.data[0].x)) == len(set(fig.data[0].y)) == small.seq_len
-    assert list(fig.layout.xaxis.ticktext).count("the") == 2
+    assert list(fig.layout.yaxis.ticktext).count("the") == list(fig.layout.xaxis.labelalias.values()).count("the") == 2
     # no square-cell constraint: the map fills the plot area, so the colour bar (len 1) is exactly as tall as it
     assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis.scaleanchor is None
     assert fig.data[0].colorbar.len == 1
@@ -95,7 +95,7 @@ def test_hide_special_drops_cls_and_sep_and_renormalises_the_rows(small):
     kept = small.attention[0, 2, 1:-1, 1:-1].double().numpy()
     np.testing.assert_allclose(z, kept / kept.sum(1, keepdims=True), rtol=1e-5)
     np.testing.assert_allclose(z.sum(1), 1, atol=1e-5)
-    assert "[CLS]" not in fig.layout.xaxis.ticktext and "[SEP]" not in fig.layout.yaxis.ticktext
+    assert "[CLS]" not in fig.layout.xaxis.labelalias.values() and "[SEP]" not in fig.layout.yaxis.ticktext
     assert "rows renormalised" in fig.layout.title.text
     table = attention.attention_table(small, 0, 2, hide_special=True)
     assert not set(table["query_token"]) & {"[CLS]", "[SEP]"}
@@ -176,6 +176,35 @@ def test_presentation_figures_fit_a_projector_with_readable_labels(small, long_t
         # labels never overprint: at most one per 1.4 label heights of the plot area
         assert shown * 1.4 * fig.layout.yaxis.tickfont.size <= fig.layout.height
     assert activations.tensor_heatmap(torch.randn(40, 64), ["w"] * 40, "x", presentation=True).layout.height <= 600
+
+
+def test_maps_below_a_pages_first_screen_name_every_token_on_a_projector(small):
+    """Issue 23: on a 420 px projector figure a pair of 16-token maps named every third row and the difference map
+    every second. Below a page's first screen they grow until every row is named at 14 px, one label per 1.4 label
+    heights of the map, and never past PRESENT_TALLEST; the page's main pair keeps PRESENT_HEIGHT. The key axis is
+    left to plotly's spacing by the drawn width (tested in Chromium), each key named by its token alone."""
+    default = encoder.run(encoder.build_model(small.config), "The animal didn't cross the street because it was too tired.")
+    T = default.seq_len
+    assert T == 16
+    twin = dataclasses.replace(default, attention=default.attention.flip(0))
+    pair = attention.attention_pair({"Post-LN": default, "Pre-LN": twin}, 1, 0, presentation=True)
+    diff = attention.attention_difference(twin.attention[1, 0], default.attention[1, 0], default.labels, "Δ",
+                                          presentation=True)
+    cosines = similarity.token_similarity(torch.randn(T, 8), default.labels, "cos", presentation=True)
+    for fig, top in ((pair, attention.PAIR_TOP), (diff, axes.MAP_TOP), (cosines, axes.MAP_TOP)):
+        y = fig.layout.yaxis
+        assert list(y.ticktext) == [label(t, 16) for t in default.labels]  # every row, by its token
+        assert y.tickfont.size >= style.MIN_PRESENT_FONT
+        assert style.PRESENT_HEIGHT < fig.layout.height <= style.PRESENT_TALLEST
+        assert T * axes.TICK_SPACING * y.tickfont.size <= fig.layout.height - top - axes.TICK_MARGIN
+        x = fig.layout.xaxis
+        assert x.tickmode == "auto" and x.tickvals is None and x.tickfont.size == y.tickfont.size
+        assert x.labelalias == dict(zip(fig.data[0].x, (label(t, 16) for t in default.labels), strict=True))
+    main = attention.attention_pair({"Post-LN": default, "Pre-LN": twin}, 1, 0, presentation=True,
+                                    tallest=style.PRESENT_HEIGHT)
+    assert main.layout.height == style.PRESENT_HEIGHT and len(main.layout.yaxis.tickvals) < T  # as before
+    laptop = attention.attention_pair({"Post-LN": default, "Pre-LN": twin}, 1, 0)
+    assert len(laptop.layout.yaxis.tickvals) == T and laptop.layout.height <= 720
 
 
 def test_training_mode_figures_say_dropout_is_on(small):
