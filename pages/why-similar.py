@@ -109,7 +109,8 @@ def show_attributions(fr: ui.Frame, trace: Trace, found: list[tuple[Trace, Attri
     name = export.export_name(trace, "why-similar", method, purpose.format_ablate(knocks) or "intact")
     strip = fig.token_strip([(f"{n}", run.tokens, a.scores) for n, (run, a) in enumerate(found, 1)],
                             f"{label} toward {what}", subtitle=value, presentation=fr.present)
-    st.plotly_chart(strip, config=export.png_config(name + "_tokens"))
+    # Every printed token fits its cell: where the column is narrower (a phone), the strip scrolls sideways.
+    ui.sideways("why-strip", strip.layout.meta["min_px"]).plotly_chart(strip, config=export.png_config(name + "_tokens"))
     ui.caption(f"Each cell is a token of sentence 1{' (then sentence 2)' if len(found) > 1 else ''}, in reading "
                f"order. {SIGN} {METHODS[method].describe}")
     ig = [(n, a) for n, (_, a) in enumerate(found, 1) if a.delta is not None]

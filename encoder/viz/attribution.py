@@ -20,13 +20,18 @@ from torch import Tensor
 
 from ..analysis.faithfulness import Faithfulness
 from . import axes, style
-from .text import label
+from .text import label, text_px
 
 POSITIVE, NEGATIVE = "#c92a2a", "#1864ab"  # the ends of style.DIVERGING: red supports the target, blue works against it
 RANDOM_COLOUR = "#868e96"
 CURVE_COLOURS = ("#e8590c", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599", "#c2255c", "#5c940d", "#364fc7",
                  "#a61e4d", "#087f5b", "#d9480f", "#5f3dc4", "#74b816", "#1098ad", "#e64980")
 TEXT_UP_TO = 120  # tokens up to which the coloured strip prints each token in its cell
+# A strip's width beside its cells (the sentence numbers, the colour bar and its labels), on a screen and presenting,
+# and the share of text_px's rough width that Chromium draws a token in a cell ("because": 49 px of 56.6 at 13 px, 68
+# of 78.4 at 18), both measured at 420, 1024 and 1440 px.
+STRIP_SIDES_PX = (125, 175)
+STRIP_TEXT_SHARE = 0.87
 TINY = float(np.finfo(np.float32).tiny)  # 1.2e-38: below this a value underflows float32
 
 
@@ -47,7 +52,8 @@ def token_strip(sentences: Sequence[tuple[str, Sequence[str], Tensor | np.ndarra
     scale shared by all sentences (red supports the target, blue works against it, white is 0).
 
     sentences: (name, tokens, scores (T,)) each. Short sentences print each token in its cell; past TEXT_UP_TO
-    tokens the cells are narrow and the token is in the hover only.
+    tokens the cells are narrow and the token is in the hover only. layout.meta["min_px"] is the narrowest width at
+    which every printed token fits its cell (a page lets a narrower screen scroll it sideways, ui.sideways).
     """
     if not sentences:
         raise ValueError("Give at least one sentence to draw.")
@@ -79,6 +85,8 @@ def token_strip(sentences: Sequence[tuple[str, Sequence[str], Tensor | np.ndarra
         cell |= dict(text=text, texttemplate="%{text}", textfont=dict(size=size - 2))
     row_px = (40 if presentation else 34) if texts else 14
     layout = style.layout(title, presentation, subtitle, height=(100 if subtitle else 70) + 30 + row_px * len(z))
+    cell_px = STRIP_TEXT_SHARE * max(text_px(t, size - 2) for line in text for t in line) + 4 if texts else 0  # + gap
+    layout["meta"] = {"min_px": round(per_line * cell_px + STRIP_SIDES_PX[presentation])}
     layout["xaxis"] = dict(visible=False, range=[-0.5, per_line - 0.5], fixedrange=True)
     layout["yaxis"] = dict(autorange="reversed", tickmode="array", tickvals=[t for t, _ in ticks],
                            ticktext=[label(n, 12) for _, n in ticks], showgrid=False, zeroline=False, fixedrange=True,

@@ -247,6 +247,38 @@ def test_texts_side_by_side_on_a_chart_never_overprint_where_it_is_narrowest(bro
             assert_clean(page, app, since)
 
 
+# Why similar's token strip: the width of its cells (the map's drawn width over the cells per line) and of every
+# token printed in them.
+STRIP_JS = """(perLine) => {
+  const c = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+    .find(c => (c.querySelector('.gtitle')?.textContent ?? '').includes(' toward '));
+  const map = c?.querySelector('.heatmaplayer image');
+  if (!map) return null;
+  return {cell: map.getBoundingClientRect().width / perLine, texts: [...c.querySelectorAll('.heatmaplayer text')]
+    .filter(t => t.textContent).map(t => [t.textContent, t.getBoundingClientRect().width])};
+}"""
+
+
+@pytest.mark.parametrize("size", [(420, 900), (1024, 768)], ids=["420x900", "1024x768-presenting-sidebar"])
+def test_every_token_of_the_attribution_strip_fits_its_cell(browser, app, size):
+    """At 420 px "animal", "street" and "because" ran over their cells' edges into the next (1024 px presenting with
+    the sidebar unfolded too): the strip now keeps the width its tokens need and scrolls sideways below it."""
+    with contextmanager(screen)(browser, size) as page:
+        since, present = len(app.log.lines), size[0] > 640
+        page.goto(app.link("/why-similar", {"present": "true"} if present else None))
+        settle(page, timeout=LOAD_MS)
+        if present:
+            page.locator('[data-testid="stExpandSidebarButton"]').click()
+            expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute("data-collapsed", "false")
+        page.wait_for_function(f"() => !!({STRIP_JS})(8)", timeout=LOAD_MS, polling=200)
+        settle(page, ms=400)
+        strip = page.evaluate(STRIP_JS, 8)
+        assert len(strip["texts"]) == 32, strip  # two sentences of 16 tokens, each printed in its cell
+        wide = [(t, round(w)) for t, w in strip["texts"] if w > strip["cell"] - 3]  # 3: the gap between cells
+        assert not wide, f"tokens wider than their {strip['cell']:.0f} px cells at {size}: {wide}"
+        assert_clean(page, app, since)
+
+
 def assert_whole(page: Page, where: str) -> list[dict]:
     """No widget label or button text is cut, no two heatmap cell numbers overprint, and no chart title runs past its
     chart; returns CHARTS_JS's measures of every chart."""

@@ -45,6 +45,17 @@ def test_long_sentences_keep_their_tokens_in_the_hover_only():
     assert "text" not in cell and len(cell["z"][0]) == 32 and "w511 (511)" in cell["hovertext"][-1][-1]
 
 
+def test_a_strip_asks_for_the_width_its_longest_printed_token_needs():
+    """layout.meta["min_px"]: below it the page scrolls the strip sideways (tested in Chromium, test_projector)."""
+    width = {tuple(words): fig.token_strip([("1", words, np.ones(len(words)))], "t").layout.meta["min_px"]
+             for words in (["a", "b"], ["a", "because"], ["a", "extraordinary"])}  # the last one cut to 9 characters
+    assert width[("a", "b")] < width[("a", "because")] < width[("a", "extraordinary")] < 1000
+    long = fig.token_strip([("1", ["because"] * 200, np.ones(200))], "t")  # no tokens printed past TEXT_UP_TO
+    assert long.layout.meta["min_px"] == fig.STRIP_SIDES_PX[False]
+    shown = fig.token_strip([("1", ["because"], np.ones(1))], "t", presentation=True).layout.meta["min_px"]
+    assert shown > width[("a", "because")]  # larger letters when presenting
+
+
 def test_values_that_underflow_are_drawn_as_0_and_the_csv_keeps_them():
     scores = torch.tensor([1e-45, -3e-39, 0.5, 2.0e-38], dtype=torch.float64)
     drawn = fig.shown(scores)
