@@ -57,13 +57,15 @@ def sentence_controls(present: bool, lead: str | None) -> str:
         left, right = st.columns([3, 1])
         ui.widget("sentences", left, height=140)
         return ui.widget("pool", right, **named)
-    left, right = st.columns([3, 2], vertical_alignment="bottom")
+    # One row that wraps: in fixed columns, presenting at 1024 px with the sidebar unfolded again, the pooling's
+    # second option ran past the column's edge ("[CLS] v").
+    row = st.container(horizontal=True, vertical_alignment="bottom")
     shown, _ = purpose.sentence_list(ui.state.store())
-    box = left.popover(f"{len(shown)} sentences · example sets", icon=":material/edit_note:", width="stretch",
-                       key="sentences_box")  # the key keeps it open across the reruns its buttons start
+    box = row.popover(f"{len(shown)} sentences · example sets", icon=":material/edit_note:", width="stretch",
+                      key="sentences_box")  # the key keeps it open across the reruns its buttons start
     example_buttons(box)
     ui.widget("sentences", box, height=140)
-    return ui.widget("pool", right, **named)
+    return ui.widget("pool", row, **named)
 
 
 def word_order(fr: ui.Frame, text: str, pool: str, lead: str | None) -> None:

@@ -68,9 +68,10 @@ def change_metrics(change) -> None:
 
 def similarity_effect(fr: ui.Frame, knocks: purpose.Knocks) -> None:
     st.subheader("Similarity of two sentences")
-    cols = st.columns([3, 1])
-    text_b = ui.widget("text_b", cols[0], height=68)
-    pool = ui.widget("pool", cols[1])
+    # The pooling under the sentence: in a quarter column beside it, "[CLS] vector" ran past the page's edge
+    # (presenting at 1024 px with the sidebar unfolded again).
+    text_b = ui.widget("text_b", st, height=68)
+    pool = ui.widget("pool", st)
     text_a = ui.state.get("text")
     if not text_b.strip():
         st.info("Type a second sentence to compare with the first.")

@@ -279,6 +279,36 @@ def test_every_token_of_the_attribution_strip_fits_its_cell(browser, app, size):
         assert_clean(page, app, since)
 
 
+# Buttons with text (a segmented control's options too) that run past the main column's content box, either side.
+PAST_EDGE_JS = """() => {
+  const box = document.querySelector('[data-testid="stMainBlockContainer"]');
+  const r = box.getBoundingClientRect(), css = getComputedStyle(box);
+  const [left, right] = [r.left + parseFloat(css.paddingLeft), r.right - parseFloat(css.paddingRight)];
+  return [...document.querySelectorAll('[data-testid="stMain"] button')].filter(b => b.innerText.trim())
+    .map(b => [b.innerText.trim().slice(0, 40), b.getBoundingClientRect()]).filter(([, b]) => b.width)
+    .filter(([, b]) => b.right > right + 1 || b.left < left - 1)
+    .map(([t, b]) => `${t}: ${Math.round(b.left)}-${Math.round(b.right)} px, column ${Math.round(left)}-${Math.round(right)}`);
+}"""
+
+
+@pytest.mark.parametrize(("path", "query"), [("embeddings", {}), ("knockout", {"ablate": "3.1"})])
+def test_the_pooling_stays_inside_the_column_presenting_with_the_sidebar_unfolded(browser, app, path, query):
+    """Presenting at 1024 px with the sidebar unfolded again the main column is ~540 px: the pooling's "[CLS] vector"
+    ran past its right edge on both pages (Sentence embeddings: beside the sentences' popover in two fifths of it;
+    Knock out heads: in a quarter column beside the second sentence)."""
+    with contextmanager(screen)(browser, (1024, 768)) as page:
+        since = len(app.log.lines)
+        page.goto(app.link(f"/{path}", query | {"present": "true"}))
+        settle(page, timeout=LOAD_MS)
+        page.locator('[data-testid="stExpandSidebarButton"]').click()
+        expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute("data-collapsed", "false")
+        pool = page.locator(f'{MAIN} [data-testid="stButtonGroup"] button').filter(has_text="[CLS] vector")
+        expect(pool).to_be_visible(timeout=LOAD_MS)
+        settle(page, ms=400)
+        assert not page.evaluate(PAST_EDGE_JS), f"/{path}: buttons past the column's edge"
+        assert_clean(page, app, since)
+
+
 def assert_whole(page: Page, where: str) -> list[dict]:
     """No widget label or button text is cut, no two heatmap cell numbers overprint, and no chart title runs past its
     chart; returns CHARTS_JS's measures of every chart."""
