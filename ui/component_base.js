@@ -83,7 +83,8 @@ export function cut(plane, T, keep, renormalise) {
 // onArrive(layer).
 export class Layers {
   constructor(onArrive = () => {}) {
-    Object.assign(this, { onArrive, id: null, held: new Map(), means: new Map(), inflating: new Set() });
+    Object.assign(this, { onArrive, id: null, held: new Map(), means: new Map(), inflating: new Set(),
+      pending: new Set() }); // pending: the inflations under way, of any trace
   }
 
   // A decoded payload's layers; a new trace (header.id) first drops all that was held. Returns whether it was new.
@@ -99,9 +100,18 @@ export class Layers {
     const size = this.H * this.T * this.T;
     h.layers.forEach((layer, n) => {
       if (weights) this.held.set(layer, weights.subarray(n * size, (n + 1) * size));
-      else this.arrive(h.id, layer, chunks[n], size);
+      else {
+        const done = this.arrive(h.id, layer, chunks[n], size);
+        this.pending.add(done);
+        done.finally(() => this.pending.delete(done));
+      }
     });
     return fresh;
+  }
+
+  // Resolves once every inflation under way has ended, its layer kept or dropped (what tests/js wait for).
+  async settled() {
+    while (this.pending.size) await Promise.allSettled([...this.pending]);
   }
 
   async arrive(id, layer, chunk, size) {

@@ -89,8 +89,10 @@ test("Layers: deflated layers arrive one by one; one inflated for an older trace
   };
   layers.take(payload("x", 2));
   layers.take(payload("y", 1)); // a new trace before layer 2 of "x" was inflated
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(layers.pending.size, 2);
+  await layers.settled(); // both inflations ended: one kept, one dropped
   assert.deepEqual(arrived, [1]);
+  assert.equal(layers.pending.size, 0);
   assert.equal(layers.list(), "1");
   assert.deepEqual([0, 1, 2, 3].map((x) => base.valueAt(layers.plane(1, 0), x)), [1, 0, 0.2, 0.4]);
 });
