@@ -17,11 +17,13 @@ def cost_of(cfg: EncoderConfig, seq: int) -> None:
     """Parameters and FLOPs of this configuration for `seq` tokens, in total and for one layer by sub-layer."""
     st.subheader("Cost of this configuration")
     params, ops, one, work = cost.panel(cfg, seq)
-    m1, m2 = st.columns(2)
-    m1.metric("Parameters", f"{params['total'] / 1e6:.2f} M")
-    m2.metric("Per layer", f"{params['per_layer'] / 1e6:.2f} M")
+    # One row of numbers as wide as they are, that wraps: in two fixed columns of the narrow side (presenting at 1024
+    # px with the sidebar unfolded again) "22.57 M" was cut to "22…".
+    row = st.container(horizontal=True, gap="large")
+    row.metric("Parameters", f"{params['total'] / 1e6:.2f} M", width="content")
+    row.metric("Per layer", f"{params['per_layer'] / 1e6:.2f} M", width="content")
     flops = f"{ops['total'] / 1e9:.2f} G" if ops["total"] >= 1e8 else f"{ops['total'] / 1e6:.1f} M"
-    st.metric(f"FLOPs for {seq} tokens", flops)
+    row.metric(f"FLOPs for {seq} tokens", flops, width="content")
     st.dataframe(one, hide_index=True, width="stretch",
                  column_config={"params": st.column_config.NumberColumn("parameters", format="localized")})
     st.dataframe(work, hide_index=True, width="stretch",

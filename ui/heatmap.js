@@ -24,6 +24,10 @@ const WARM_SLACK_MS = 3; // idle-time work starts a step only with this much of 
 // picture keeps the rest of the width and the screen's height below the page's title.
 export const panelWidth = (width) => Math.max(PANEL_PX, Math.round(0.28 * width));
 const PANEL_PX = 280;
+// Narrower than this (presenting at 1024 px with the sidebar unfolded again: ~540 px), the controls go above the
+// picture as outside presentation mode: beside it they ran past the column's right edge and left the map 160 px.
+export const BESIDE_MIN_PX = 760;
+export const besidePanel = (present, width) => present && width >= BESIDE_MIN_PX;
 
 // ------------------------------------------------------------------------------------------------ the payload
 // ui/heatmap.py `data`: an outer payload whose header.zipped sizes its parts and header.parts says what each is:
@@ -439,18 +443,22 @@ class AttentionMap extends View {
     const head = this.s.view === "head";
     const pair = head && this.s.beside && this.s.measure !== "raw";
     const K = this.keep().length;
-    const width = this.root.clientWidth - (present ? panelWidth(this.root.clientWidth) + 20 : 0); // beside the panel
+    const beside = besidePanel(present, this.root.clientWidth);
+    if (beside !== this.root.classList.contains("beside")) this.root.classList.toggle("beside", beside);
+    const width = this.root.clientWidth - (beside ? panelWidth(this.root.clientWidth) + 20 : 0); // beside the panel
     this.fig.hidden = !head;
     this.grid.hidden = head;
     const target = head ? this.fig : this.grid;
-    const top = present ? Math.round(pageTop(target)) : 0; // on a projector the room below it decides the size
-    const geometry = `${this.s.view}|${pair}|${K}|${present}|${width}|${this.L}x${this.H}|${top}`;
+    const top = beside ? Math.round(pageTop(target)) : 0; // beside the panel the room below it decides the size
+    const geometry = `${this.s.view}|${pair}|${K}|${present}|${beside}|${width}|${this.L}x${this.H}|${top}`;
     if (geometry === this.geometry) return redraw ? this.draw() : undefined;
     this.geometry = geometry;
     const family = getComputedStyle(this.root).fontFamily;
-    const room = present ? window.innerHeight - pageTop(target) : null;
+    // Beside the panel the picture takes the screen's height below its top; above it, the controls leave too little
+    // (a 160 px map on a 540 px column): there the map takes the column's width, scrolled to as outside presenting.
+    const room = beside ? window.innerHeight - pageTop(target) : null;
     // On a projector the whole component stays on screen: the note beside the picture scrolls if it must.
-    if (present) this.root.style.setProperty("--room", `${Math.max(200, window.innerHeight - pageTop(this.root) - 4)}px`);
+    if (beside) this.root.style.setProperty("--room", `${Math.max(200, window.innerHeight - pageTop(this.root) - 4)}px`);
     else this.root.style.removeProperty("--room");
     Object.assign(this, { font, family, K, pair });
     if (head) this.layoutMaps(font, family, width, room, K, pair);

@@ -309,6 +309,47 @@ def test_the_pooling_stays_inside_the_column_presenting_with_the_sidebar_unfolde
         assert_clean(page, app, since)
 
 
+# The attention map's controls (in its shadow root) and its map, against the main column's content box; the metrics'
+# values cut with an ellipsis.
+MAP_CONTROLS_JS = """() => {
+  const box = document.querySelector('[data-testid="stMainBlockContainer"]');
+  const r = box.getBoundingClientRect(), right = r.right - parseFloat(getComputedStyle(box).paddingRight);
+  const hm = document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm');
+  if (!hm || !hm.querySelector('canvas.hm-map')?.width) return null;
+  const past = [...hm.querySelectorAll('button, select')].map(b => [b.textContent.trim(), b.getBoundingClientRect()])
+    .filter(([, b]) => b.width && b.right > right + 1).map(([t, b]) => `${t}: ${Math.round(b.right)} > ${Math.round(right)}`);
+  return {past, side: hm.querySelector('canvas.hm-map').getBoundingClientRect().width, beside: hm.classList.contains('beside')};
+}"""
+CUT_VALUES_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMetricValue"] *')]
+  .filter(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim())"""
+
+
+def test_the_attention_map_and_the_cost_fit_a_projector_with_the_sidebar_unfolded(browser, app):
+    """Presenting at 1024 px with the sidebar unfolded again (a ~540 px column): the attention map's controls stood
+    beside a 160 px map and ran past the column's right edge, and Data flow cut "22.57 M" to "22…". The map now puts
+    its controls above the picture where the column is narrow; the cost's numbers wrap, each whole."""
+    with contextmanager(screen)(browser, (1024, 768)) as page:
+        since = len(app.log.lines)
+        for path in ("", "diagram"):
+            page.goto(app.link(f"/{path}", {"present": "true"}))
+            settle(page, timeout=LOAD_MS)
+            unfold = page.locator('[data-testid="stExpandSidebarButton"]')
+            if unfold.is_visible():  # the browser remembers it unfolded
+                unfold.click()
+            expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute("data-collapsed", "false")
+            settle(page, ms=400)
+            if path == "diagram":
+                expect(page.locator(f'{MAIN} [data-testid="stMetricValue"]')).to_have_count(3, timeout=LOAD_MS)
+                assert not page.evaluate(CUT_VALUES_JS), "Data flow: metric values cut"
+                assert not page.evaluate(PAST_EDGE_JS), "Data flow: buttons past the column's edge"
+                continue
+            page.wait_for_function(f"() => !!({MAP_CONTROLS_JS})()", timeout=LOAD_MS, polling=200)
+            page.wait_for_function(f"() => ({MAP_CONTROLS_JS})().beside === false", timeout=LOAD_MS, polling=200)
+            m = page.evaluate(MAP_CONTROLS_JS)
+            assert not m["past"] and m["side"] >= 250, f"Attention: {m}"
+        assert_clean(page, app, since)
+
+
 def assert_whole(page: Page, where: str) -> list[dict]:
     """No widget label or button text is cut, no two heatmap cell numbers overprint, and no chart title runs past its
     chart; returns CHARTS_JS's measures of every chart."""

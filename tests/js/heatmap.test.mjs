@@ -69,6 +69,17 @@ test("every token is labelled where labels fit 1.45 fonts apart, every k-th othe
   }
 });
 
+test("on a projector the controls stand beside the map where the column leaves the map more room than above it", () => {
+  // presenting at 1280 and 1024 px (the component ~1100 and ~840 px wide), and at 1024 px with the sidebar unfolded
+  assert.deepEqual([1096, 840, 540].map((w) => hm.besidePanel(true, w)), [true, true, false]);
+  assert.equal(hm.besidePanel(false, 1096), false, "outside presentation mode the controls are always above");
+  const left = (w) => w - hm.panelWidth(w) - 20; // the map's width beside the panel, which gives it the screen's room
+  const side = (w, room) => hm.mapFrame({ widest: 60, font: 14, width: w, room, K: 16 }).side;
+  // below the panel the map takes the column's width and the page scrolls (the controls above left it ~210 px)
+  assert.ok(side(left(540), 520) === 160 && side(540, null) > 300, "at 540 px beside the panel the map kept 160 px");
+  assert.ok(side(left(hm.BESIDE_MIN_PX), 520) >= 250, "from BESIDE_MIN_PX on the map beside the panel is large");
+});
+
 test("thumbnails: the model view fits a projector's room, the grid keeps 12 heads in rows of 4 or 6", () => {
   const model = hm.thumbFrame({ view: "model", width: 1180, room: 430, L: 6, H: 12, font: 14, present: true });
   assert.ok(model.H <= 430 && model.W <= 1180, JSON.stringify(model));
