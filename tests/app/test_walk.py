@@ -39,6 +39,9 @@ from ui.settings import SETTINGS
 pytestmark = pytest.mark.browser
 
 TITLES = sorted(PAGES.values())
+# A fresh tab of the final URL has settled, but a widget may be drawn once more after that; on a machine loaded by the
+# suite's other worker that took over 5 s once (the model's choice missing from the sidebar).
+REDRAWN_S = 20
 SKIPPED_BUTTONS = {"Train the three models"}  # trains for ~30 s; tests/app/test_browser.py opens that page
 SENTENCES = ["The cat sat on the mat.", "<b>x</b>", "🙂 émigré", "[MASK]", "Paris is the capital of [MASK].",
              "It was too wide, so it stayed.", "**bold** _it_ `code` [a](javascript:alert(1))", "   "]
@@ -215,7 +218,7 @@ def test_random_walk_keeps_the_url_equal_to_the_view(tabs, seed, path, params):
     fresh.page.goto(tab.page.url)
     fresh.settle(timeout=LOAD_S)
     assert_consistent(fresh, since, f"the final URL in a fresh tab\n{walk_report(seed, log)}")
-    deadline = time.monotonic() + 5  # a widget may be redrawn once more just after the page settled
+    deadline = time.monotonic() + REDRAWN_S  # a widget may be redrawn once more just after the page settled
     while fresh.signature() != seen and time.monotonic() < deadline:
         time.sleep(0.25)
     assert fresh.signature() == seen, (f"the final URL reopens a different view\n{walk_report(seed, log)}\n"
@@ -380,10 +383,10 @@ def test_the_modern_settings_then_every_page(tabs):
     seen, fresh = tab.signature(), tabs()
     fresh.page.goto(tab.page.url)
     fresh.settle(timeout=LOAD_S)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + REDRAWN_S
     while fresh.signature() != seen and time.monotonic() < deadline:
         time.sleep(0.25)
-    assert fresh.signature() == seen, "\n".join(log)
+    assert fresh.signature() == seen, "\n".join(log) + f"\nwalk: {seen}\nfresh tab: {fresh.signature()}"
 
 
 def test_every_control_then_every_page(tabs):
