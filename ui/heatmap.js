@@ -577,7 +577,10 @@ class AttentionMap extends View {
     this.controls();
     const refused = this.refused[this.s.measure];
     this.root.classList.toggle("refused", !!refused);
-    if (refused) this.stamp.drawn(); // what is drawn is the reason, above the (dimmed) last picture
+    if (refused) { // what is drawn is the reason, above the (dimmed) last picture: nothing more is coming
+      this.root.classList.remove("loading");
+      this.stamp.drawn();
+    }
     else if (this.s.view === "head") this.drawMaps();
     else this.drawThumbs();
     setText(this.note, refused ? "" : noteText({ layer: this.s.view === "model" ? null : this.s.layer,

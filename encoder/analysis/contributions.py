@@ -41,7 +41,7 @@ def check_supported(model: Encoder, trace: Trace, method: str, norms: tuple[str,
         raise ValueError(f"{method}: this trace was computed by another model; run the sentence through this model first.")
     if trace.train:
         raise ValueError(f"{method} recomputes the layers without dropout, but this trace ran with dropout on "
-                         "(training mode); trace the sentence in eval mode.")
+                         "(training mode); switch dropout (training mode) off.")
     if (bad := trace.first_nonfinite()) is not None:
         raise ValueError(f"{method}: this trace has NaN or Inf from layer {bad[0]}'s {bad[1]} on, so there is nothing to "
                          "measure; lower the learning rate or the depth, or pick another model.")

@@ -329,6 +329,24 @@ def test_a_measure_that_refuses_the_sentence_says_why(page, app, texts):
     assert_clean(page, app)
 
 
+@pytest.mark.parametrize("view", ["head", "layer"])
+def test_a_measure_chosen_in_the_browser_that_refuses_the_trace_says_why_and_stops_loading(page, app, texts, view):
+    """With dropout on, the decompositions refuse the trace. Chosen on the map (nothing held for it yet: the map
+    dims while it asks), the app's refusal is the sentence above the map, and the map stops loading; raw attention
+    chosen again is drawn at once. (A random walk in CI once waited 60 s on such a map.)"""
+    open_map(page, app, {"text": texts[12], "train": "true", "view": view})
+    for key in ("decompx_layer", "value"):
+        page.locator(".hm select.hm-select").select_option(key)
+        s = wait_state(page, lambda s, key=key: s["measure"] == key and "dropout (training mode) off" in s["reason"]
+                       and url_params(s).get("measure") == key, LOAD_MS)
+        settle(page)
+        s = state(page)
+        assert s["loading"] is False and "Loading" not in s["reason"], s
+    page.locator(".hm select.hm-select").select_option("raw")
+    s = wait_state(page, lambda s: s["measure"] == "raw" and not s["loading"] and s["reason"] == "", LOAD_MS)
+    assert_clean(page, app)
+
+
 # ------------------------------------------------------------------------------------------------ labels, fit
 @pytest.mark.parametrize(("n", "width", "height", "present"), [
     (16, 1280, 720, True), (16, 1024, 768, True), (512, 1280, 720, True), (512, 1024, 768, True),

@@ -190,7 +190,10 @@ def walk(tab: Tab, seed: int, steps: int, log: list[str], stay: bool = False) ->
         else:
             name, control = rng.choice(usable)
             log.append(f"{n:3d} {here}: {name}")
-            log[-1] = f"{n:3d} {here}: {use(tab, rng, control)}"
+            try:
+                log[-1] = f"{n:3d} {here}: {use(tab, rng, control)}"
+            except AssertionError as err:  # a step's own check (a download, the map's pick): with the steps so far
+                raise AssertionError(f"{err}\n{walk_report(seed, log)}\n{describe(tab)}") from err
         log[-1] += f" [{time.monotonic() - started:.1f} s]"
         assert_consistent(tab, since, walk_report(seed, log))
 
