@@ -57,13 +57,14 @@ def inside_a_head() -> None:
     steps = ui.kept_figure(trace, ("inside", "steps", layer, head, query), lambda: inside.head_steps(trace, layer, head,
                                                                                                      query))
     name = export.export_name(trace, f"L{layer}", f"H{head}", f"q{query}")
-    st.plotly_chart(drawn("scores", lambda: inside.scores_figure(steps, presentation=fr.present)),
-                    config=export.png_config(name + "_scores"))
+    # Every printed number and panel title fits: where the column is narrower (a phone), a figure scrolls sideways.
+    scores = drawn("scores", lambda: inside.scores_figure(steps, presentation=fr.present))
+    ui.sideways("head-scores", scores.layout.meta["min_px"]).plotly_chart(scores, config=export.png_config(name + "_scores"))
     gap = float(np.abs(steps.weights - steps.trace_row).max())
     ui.caption(f"q and k are this forward pass's own tensors. The softmax computed here from them differs from the "
                f"attention map the model used by at most {gap:.1e}.")
-    st.plotly_chart(drawn("values", lambda: inside.values_figure(steps, presentation=fr.present)),
-                    config=export.png_config(name + "_values"))
+    values = drawn("values", lambda: inside.values_figure(steps, presentation=fr.present))
+    ui.sideways("head-values", values.layout.meta["min_px"]).plotly_chart(values, config=export.png_config(name + "_values"))
     z_gap = float(np.abs(steps.z_sum - steps.z).max())
     if (layer, head) in trace.ablate:
         ui.caption("This head is knocked out in this run: its output z_i was set to zero before W_O.")
@@ -73,8 +74,8 @@ def inside_a_head() -> None:
     else:
         ui.caption(f"Σ_j a_ij v_j computed here matches the head output z_i of the forward pass to {z_gap:.1e}.")
     w_o = fr.model.layers[layer].attn.out.weight if fr.model is not None else None
-    st.plotly_chart(drawn("output", lambda: inside.output_figure(steps, trace.num_heads, w_o, presentation=fr.present)),
-                    config=export.png_config(name + "_output"))
+    output = drawn("output", lambda: inside.output_figure(steps, trace.num_heads, w_o, presentation=fr.present))
+    ui.sideways("head-output", output.layout.meta["min_px"]).plotly_chart(output, config=export.png_config(name + "_output"))
     ui.caption("Every head's output is written side by side (the outlined block is this head); W_O mixes them back "
                "into d_model numbers per token. That row is the attn tap, which the residual connection adds next.")
 

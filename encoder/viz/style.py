@@ -110,7 +110,7 @@ def _title_room(size: int, title_lines: int, subtitle_lines: int, legend: int) -
 
 def layout(title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
            narrow: bool = False, legend_above: int = 0, wide: bool = False, plot_titles: bool = False,
-           tallest: int = PRESENT_HEIGHT) -> dict:
+           tallest: int = PRESENT_HEIGHT, wrap_px: int | None = None) -> dict:
     """Common look: white template, large fonts (larger still for a projector), title and optional subtitle.
 
     narrow: the chart shares its row with another, so a long title (and subtitle) is broken into lines that fit.
@@ -119,11 +119,12 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
     legend_above: the rows of a horizontal legend the figure puts just above its plot, below the title's lines.
     plot_titles: a line of titles (at most the font's size) stands just above the plots, below the title's lines.
     tallest: the most `height` may be when presenting; a map naming every token may be taller (axes.map_height).
+    wrap_px: with wide, the lines' width instead of WIDE_TITLE_PX (a chart that keeps its own least width).
     """
     size = 20 if presentation else 15  # presentation: >= MIN_PRESENT_FONT everywhere, ticks included
     titles, subtitles = [title], [subtitle] if subtitle else []
     if narrow or wide:
-        px = (NARROW_TITLE_PX if narrow else WIDE_TITLE_PX)[presentation]
+        px = (NARROW_TITLE_PX if narrow else WIDE_TITLE_PX)[presentation] if wrap_px is None or narrow else wrap_px
         titles = wrap(title, size + 6, px)
         subtitles = [line for part in subtitle.split("<br>") for line in wrap(part, size - 1, px)] if subtitle else []
     top = 100 if subtitle else 70

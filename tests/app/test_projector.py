@@ -259,23 +259,72 @@ STRIP_JS = """(perLine) => {
 }"""
 
 
+def open_narrow(page: Page, app: App, path: str, size: tuple[int, int]) -> None:
+    """Open `path` on a narrow column: above 640 px wide presenting with the sidebar unfolded again (~540 px at
+    1024), else as a phone."""
+    present = size[0] > 640
+    page.goto(app.link(path, {"present": "true"} if present else None))
+    settle(page, timeout=LOAD_MS)
+    if present:
+        page.locator('[data-testid="stExpandSidebarButton"]').click()
+        expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute("data-collapsed", "false")
+
+
 @pytest.mark.parametrize("size", [(420, 900), (1024, 768)], ids=["420x900", "1024x768-presenting-sidebar"])
 def test_every_token_of_the_attribution_strip_fits_its_cell(browser, app, size):
     """At 420 px "animal", "street" and "because" ran over their cells' edges into the next (1024 px presenting with
     the sidebar unfolded too): the strip now keeps the width its tokens need and scrolls sideways below it."""
     with contextmanager(screen)(browser, size) as page:
-        since, present = len(app.log.lines), size[0] > 640
-        page.goto(app.link("/why-similar", {"present": "true"} if present else None))
-        settle(page, timeout=LOAD_MS)
-        if present:
-            page.locator('[data-testid="stExpandSidebarButton"]').click()
-            expect(page.locator('[data-testid="stSidebar"]')).to_have_attribute("data-collapsed", "false")
+        since = len(app.log.lines)
+        open_narrow(page, app, "/why-similar", size)
         page.wait_for_function(f"() => !!({STRIP_JS})(8)", timeout=LOAD_MS, polling=200)
         settle(page, ms=400)
         strip = page.evaluate(STRIP_JS, 8)
         assert len(strip["texts"]) == 32, strip  # two sentences of 16 tokens, each printed in its cell
         wide = [(t, round(w)) for t, w in strip["texts"] if w > strip["cell"] - 3]  # 3: the gap between cells
         assert not wide, f"tokens wider than their {strip['cell']:.0f} px cells at {size}: {wide}"
+        assert_clean(page, app, since)
+
+
+# Inside a head's three figures: each heatmap's printed numbers with its cell's width, the panel titles' boxes, how
+# far the figure's title and subtitle lines reach past its right edge (px; > 0: cut off), and its left and right.
+HEAD_FIGURES_JS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+  .filter(c => /decides where|weighted sum of|Concatenate the/  // (a title may be wrapped)
+    .test(c.querySelector('.gtitle')?.textContent ?? '')).map(c => {
+    const box = (e) => e.getBoundingClientRect(), right = box(c).right;
+    const cells = [...c.querySelectorAll('.heatmaplayer > g')].filter(g => g.querySelector('image')).map(g =>
+      [box(g.querySelector('image')).width, [...g.querySelectorAll('text')].filter(t => t.textContent)
+        .map(t => [t.textContent, box(t).width])]);
+    const notes = [...c.querySelectorAll('.annotation')].map(a => [a.textContent, ...['left', 'top', 'right', 'bottom']
+      .map(k => box(a)[k])]);
+    const past = Math.max(...[...c.querySelectorAll('.gtitle, .gtitle-subtitle')].map(t => box(t).right - right));
+    return {title: c.querySelector('.gtitle')?.textContent ?? '', cells, notes, past, edges: [box(c).left, right]};
+  })"""
+
+
+@pytest.mark.parametrize("size", [(420, 900), (1024, 768)], ids=["420x900", "1024x768-presenting-sidebar"])
+def test_inside_a_heads_numbers_fit_their_cells_and_no_title_is_cut(browser, app, size):
+    """Presenting at 1024 px with the sidebar unfolded (a ~540 px column) the q·k column printed "31.229" in 46 px
+    cells, its panel titles ran into one another ("q·k÷ √32softmax"), and Concat's title ran 40 px past the figure's
+    left and right edges; at 420 px all three too. Each figure now keeps the width its numbers and titles need (and
+    scrolls sideways below it), and wraps its title and subtitle to that width."""
+    with contextmanager(screen)(browser, size) as page:
+        since = len(app.log.lines)
+        open_narrow(page, app, "/inside-a-head", size)
+        page.wait_for_function(f"() => ({HEAD_FIGURES_JS})().length === 3", timeout=LOAD_MS, polling=200)
+        settle(page, ms=400)
+        figures = page.evaluate(HEAD_FIGURES_JS)
+        printed = [n for f in figures for _, texts in f["cells"] for n in texts]
+        assert len(printed) == 3 * 16 + 16, figures  # q·k, ÷ √d_k and softmax of 16 tokens, then a_ij
+        for f in figures:
+            wide = [(t, round(w), round(cell)) for cell, texts in f["cells"] for t, w in texts if w > cell - 4]
+            assert not wide, f"{f['title']}: numbers wider than their cells at {size}: {wide}"
+            crossed = [(a[0], b[0]) for a, b in itertools.combinations(f["notes"], 2)
+                       if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]]
+            assert not crossed, f"{f['title']}: panel titles over one another at {size}: {crossed}"
+            out = [n[0] for n in f["notes"] if n[1] < f["edges"][0] - 1 or n[3] > f["edges"][1] + 1]
+            assert not out, f"{f['title']}: panel titles past the figure's edges at {size}: {out}"
+            assert f["past"] <= 0, f"{f['title']}: its title or subtitle runs {f['past']:.0f} px past its right edge"
         assert_clean(page, app, since)
 
 

@@ -76,7 +76,8 @@ def test_shapes_sit_on_the_figures(trace):
     assert f"K: {T} × {dk}" in titles(heads.scores_figure(steps))
     assert f"÷ √{dk}" in titles(heads.scores_figure(steps))
     assert f"V: {T} × {dk}" in titles(heads.values_figure(steps))
-    assert f"1 × d_model = 1 × {D}; head 1 is columns {dk}–{2 * dk - 1}" in titles(heads.output_figure(steps, 4))
+    subtitle = heads.output_figure(steps, 4).layout.title.subtitle.text.replace("<br>", " ")
+    assert f"1 × d_model = 1 × {D}; head 1 is columns {dk}–{2 * dk - 1}" in subtitle, subtitle
     assert len([t for t in heads.output_figure(steps, 4).data if t.type == "heatmap"]) == 2  # no W_O: no share strip
 
 
