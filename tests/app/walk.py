@@ -164,6 +164,11 @@ MAP_JS = """() => {
   return {state: {...r.dataset}, loading: r.classList.contains('loading'), buttons,
           measures: [...select.options].map(o => o.value)};
 }"""
+# Whether the map is on the page but has not drawn yet (its first payload is still on its way).
+MAP_UNDRAWN_JS = """() => {
+  const r = document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm');
+  return !!r && !r.dataset.draws;
+}"""
 # The map's data-* name of each setting it draws, and how a value is written there.
 MAP_SETTINGS = {"view": "view", "layer": "layer", "head": "head", "avg": "avg", "hide_special": "hide",
                 "scale": "scale", "measure": "measure", "beside": "beside", "query": "query"}
@@ -290,7 +295,12 @@ class Tab:
         return self.page.evaluate(MAP_JS)
 
     def map_controls(self) -> list[MapControl]:
-        """The map's usable controls: its enabled buttons and each option of its Measure choice."""
+        """The map's usable controls: its enabled buttons and each option of its Measure choice. A map that is on the
+        page waits for its first drawing (up to STEP_S): listed before it, a seed's walk took other steps under load."""
+        deadline = time.monotonic() + STEP_S
+        while self.page.evaluate(MAP_UNDRAWN_JS):
+            assert time.monotonic() < deadline, f"the attention map was on the page for {STEP_S} s and never drew"
+            time.sleep(0.1)
         shown = self.map()
         if shown is None:
             return []
