@@ -118,7 +118,7 @@ def show_attributions(fr: ui.Frame, trace: Trace, found: list[tuple[Trace, Attri
         gaps = " and ".join(f"{abs(a.delta):.1e} (sentence {n}, {a.steps} steps)" for n, a in ig)
         st.caption(f"Baseline: {ig[0][1].baseline}. The scores add up to f(x) − f(baseline) within {gaps}.")
     for n, (run, a) in enumerate(found, 1):
-        st.plotly_chart(fig.token_bars(run.tokens, a.scores, f"Sentence {n}: a bar per token ({label})",
+        st.plotly_chart(fig.token_bars(run.tokens, a.scores, f"Sentence {n}: a bar per token", subtitle=label,
                                        presentation=fr.present), config=export.png_config(f"{name}_bars{n}"))
     def scores_csv() -> str:
         rows = [dict(sentence=n, position=i, token=tok, method=method, score=float(s))

@@ -65,7 +65,7 @@ def residual_norms(traces: dict[str, Trace], *, log_y: bool = False, presentatio
     step = max(1, math.ceil(depth / 13))
     ticks = list(range(-1, depth - 1))[::step]
     fig = go.Figure(data, layout=dict(
-        xaxis=dict(title="after layer (0 … N−1, as on the sliders)", tickmode="array", tickvals=ticks,
+        xaxis=dict(title="after layer (as on the sliders)", tickmode="array", tickvals=ticks,
                    ticktext=["embeddings" if t < 0 else str(t) for t in ticks]),
         yaxis=dict(title="mean ‖x‖₂ per token", type="log" if log_y else "linear", rangemode="tozero"),
         legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),

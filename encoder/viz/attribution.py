@@ -103,7 +103,7 @@ def token_bars(tokens: Sequence[str], scores: Tensor | np.ndarray, title: str, *
     cats = axes.categories(list(tokens), positions)
     bars = dict(type="bar", x=cats, y=values, marker=dict(color=[POSITIVE if v >= 0 else NEGATIVE for v in values]),
                 hovertemplate="%{x}: %{y:+.4g}<extra></extra>")
-    layout = style.layout(title, presentation, subtitle, height=380)
+    layout = style.layout(title, presentation, subtitle, height=380, wide=True)  # a title in lines that fit 1024 px
     layout["xaxis"] = dict(tickangle=-45, **axes.token_axis(cats, list(tokens), positions, presentation))
     layout["yaxis"] = dict(title=dict(text="score"), zeroline=True, zerolinecolor="#495057",
                            tickfont=dict(size=16 if presentation else 13))

@@ -195,12 +195,12 @@ def depth_similarity(cosines: dict[str, list[float] | Tensor], token: str, colou
         fig.add_trace(go.Scatter(x=list(range(len(y))), y=y, name=label(name, 24), mode="lines+markers",
                                  line=dict(width=3, color=colour), marker=dict(size=9),
                                  hovertemplate="depth %{x}: cosine %{y:.3f}<extra>%{fullData.name}</extra>"))
-    fig.update_xaxes(title="after the embeddings (emb) and after each layer (L0, L1, …)", tickmode="array",
+    fig.update_xaxes(title="after the embeddings (emb) and each layer (L0, …)", tickmode="array",
                      tickvals=list(range(depth)), ticktext=["emb"] + [f"L{i}" for i in range(depth - 1)])
     fig.update_yaxes(title="cosine similarity", range=[-1.05, 1.05], zeroline=True)
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0), showlegend=True)
     return style.apply(fig, f"How similar '{label(token, 16)}' is to other tokens, layer by layer", presentation, height=460,
-                       legend_above=True)
+                       legend_above=True, wide=True)
 
 
 def output_change(intact: Tensor, knocked: Tensor, tokens: list[str]) -> pd.DataFrame:

@@ -155,7 +155,7 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
 
 def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", height: int | None = None, *,
           narrow: bool = False, legend_above: bool = False, plot_titles: bool = False,
-          tallest: int = PRESENT_HEIGHT) -> go.Figure:
+          tallest: int = PRESENT_HEIGHT, wide: bool = False) -> go.Figure:
     """A figure built with plotly's validated objects, with the common look (see layout()).
 
     The look is merged into the figure's own layout as plain dicts and the result is not validated again: plotly.py's
@@ -169,7 +169,8 @@ def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", he
         rows = legend_rows(names, 20 if presentation else 15, NARROW_TITLE_PX[presentation] if narrow else WIDE_LEGEND_PX)
     # Each part's own plain dicts (numpy arrays stay arrays; the figure's to_plotly_json would encode them as base64)
     look = merged(fig.layout.to_plotly_json(), layout(title, presentation, subtitle, height, narrow=narrow,
-                                                      legend_above=rows, plot_titles=plot_titles, tallest=tallest))
+                                                      legend_above=rows, plot_titles=plot_titles, tallest=tallest,
+                                                      wide=wide and not narrow))
     if presentation:  # plotly draws tick labels at ~0.7 of the font size unless told: 16 px for the back row
         for name in {"xaxis", "yaxis", *(k for k in look if k.startswith(("xaxis", "yaxis")))}:
             axis = look.setdefault(name, {})

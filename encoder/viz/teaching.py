@@ -97,4 +97,5 @@ def grad_norm_chart(df: pd.DataFrame, x: str, y: str, color: str, title: str, *,
         ticks, text = log_ticks(lo, hi)
         fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=text, range=_log_range(lo, hi, ticks))
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0))
-    return style.apply(fig, label(title, 120), presentation, note, height=440, narrow=narrow, legend_above=True)
+    return style.apply(fig, label(title, 120), presentation, note, height=440, narrow=narrow, legend_above=True,
+                       wide=True)  # full width: a long title in lines that fit 1024 px with the sidebar open

@@ -259,10 +259,10 @@ STRIP_JS = """(perLine) => {
 }"""
 
 
-def open_narrow(page: Page, app: App, path: str, size: tuple[int, int]) -> None:
+def open_narrow(page: Page, app: App, path: str, size: tuple[int, int], present: bool | None = None) -> None:
     """Open `path` on a narrow column: above 640 px wide presenting with the sidebar unfolded again (~540 px at
-    1024), else as a phone."""
-    present = size[0] > 640
+    1024), else as a phone; present=False: not presenting (at 1024 px the sidebar is open from the start)."""
+    present = size[0] > 640 if present is None else present
     page.goto(app.link(path, {"present": "true"} if present else None))
     settle(page, timeout=LOAD_MS)
     if present:
@@ -325,6 +325,37 @@ def test_inside_a_heads_numbers_fit_their_cells_and_no_title_is_cut(browser, app
             out = [n[0] for n in f["notes"] if n[1] < f["edges"][0] - 1 or n[3] > f["edges"][1] + 1]
             assert not out, f"{f['title']}: panel titles past the figure's edges at {size}: {out}"
             assert f["past"] <= 0, f"{f['title']}: its title or subtitle runs {f['past']:.0f} px past its right edge"
+        assert_clean(page, app, since)
+
+
+# Chart titles, subtitles and axis titles that run past their chart's box, either side; null while a chart is not
+# drawn at its container's width yet (plotly redraws after the sidebar unfolds).
+TITLES_PAST_JS = """() => {
+  const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')];
+  const boxes = charts.map(c => [c, c.getBoundingClientRect(), c.querySelector('svg.main-svg')?.getBoundingClientRect()]);
+  if (!charts.length || boxes.some(([, r, svg]) => !svg || Math.abs(svg.width - r.width) > 1)) return null;
+  return boxes.flatMap(([c, r]) => [...c.querySelectorAll('.gtitle, .gtitle-subtitle, .g-xtitle, .g-ytitle')]
+    .map(t => [t.textContent.slice(0, 60), t.getBoundingClientRect()])
+    .filter(([, b]) => b.width && (b.right > r.right + 1 || b.left < r.left - 1))
+    .map(([t, b]) => `${t}: ${Math.round(r.left - b.left)} px past the left, ${Math.round(b.right - r.right)} the right`));
+}"""
+
+
+@pytest.mark.parametrize(("path", "present"), [("word-order", True), ("trajectories", True), ("why-similar", True),
+                                               ("statistics", False)], ids=["word-order", "trajectories", "why-similar",
+                                                                            "statistics-not-presenting"])
+def test_chart_titles_stay_inside_their_charts_with_the_sidebar_open_at_1024(browser, app, path, present):
+    """Presenting at 1024 px with the sidebar unfolded again, the shuffle chart's title ran 97 px past its chart's
+    right edge, Why similar's bar charts' 34 px and "How similar 'it' is …" 11 px; statistics' x-axis title ran 11 px
+    past at 1024 px not presenting. They are now wrapped (or shorter)."""
+    with contextmanager(screen)(browser, (1024, 768)) as page:
+        since = len(app.log.lines)
+        open_narrow(page, app, f"/{path}", (1024, 768), present)
+        page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+        settle(page, ms=400)
+        page.wait_for_function(f"() => ({TITLES_PAST_JS})() !== null", timeout=LOAD_MS, polling=200)
+        past = page.evaluate(TITLES_PAST_JS)
+        assert past == [], f"/{path}: titles past their charts: {past}"
         assert_clean(page, app, since)
 
 
