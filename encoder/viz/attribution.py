@@ -179,7 +179,7 @@ def ranking_chart(table: pd.DataFrame, highlight: Sequence[str] = (), *, subtitl
                 hovertemplate="%{y}: mean AOPC %{x:.4f} ± %{customdata[0]:.4f} over %{customdata[1]} sentences"
                               "<extra></extra>")
     layout = style.layout("Mean deletion AOPC per ranking (higher: more faithful)", presentation, subtitle,
-                          height=130 + 26 * len(rows))
+                          height=130 + 26 * len(rows), wide=True)  # a title in lines that fit 1024 px, sidebar open
     if presentation:
         layout["height"] = min(130 + 26 * len(rows), 560)  # a chart below the main one: whole once scrolled to
     size = 16 if presentation else 13
