@@ -6,7 +6,7 @@ import ui
 from encoder import Trace
 from encoder.analysis import variants
 from encoder.tokenizer import tokenizer_kind
-from encoder.viz import activations, attention, export, style
+from encoder.viz import activations, attention, export
 from encoder.viz.axes import special_names
 from encoder.viz.teaching import token_attention
 from encoder.viz.text import label
@@ -51,7 +51,7 @@ def placements(fr: ui.Frame, trace: Trace) -> None:
 
     pair = drawn("pair", layer, head, scale, fr.present, build=lambda: attention.attention_pair(
         {names["post"]: post, names["pre"]: pre}, layer, head, scale=scale, presentation=fr.present,
-        tallest=style.PRESENT_HEIGHT))  # the page's main figure: whole on a projector's first screen
+        tallest=attention.PAIR_FIRST_SCREEN))  # the page's main figure: whole on a projector's first screen
     ui.sideways("placement-pair").plotly_chart(pair, config=export.png_config(export.export_name(
         trace, "post-vs-pre", f"L{layer}", f"H{head}", model=tag)))
     if note and fr.present:

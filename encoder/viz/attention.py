@@ -87,6 +87,16 @@ def _hidden_note(trace: Trace, shown: int) -> str:
 # at 1024 px with the sidebar unfolded). The pages' own names ("Pre-LN (rewired)", "Knocked out") fit whole.
 PAIR_TITLE_PX = 220
 PAIR_TOP = 130  # px above a pair's maps: the title, the sentence and the two maps' titles
+# A pair that is its page's main figure on a projector (Compare): whole on the first screen below the page's controls
+# (its top ~265 px down at 1280 x 720 and 1024 x 768 presenting), and every row of a 16-token sentence named. With
+# the sentence (the presentation bar shows it) left out, 80 px above the maps hold the title and the maps' titles;
+# below them the key labels and the axis title take what plotly.js gives them (measured in Chromium: PAIR_SPARE px
+# under the axis title, 9 less than a map's usual spare), and 14 px labels 1.15 label heights (16 px) apart, as
+# lines of text are, stay clear of each other.
+PAIR_FIRST_SCREEN = 450
+PAIR_TOP_BARE = 80
+PAIR_SPARE = 31
+PAIR_SPACING = 1.15
 WINDOW_GREY = "#ced4da"  # the cells a sliding window masks: weight 0, drawn apart from a small weight's near-white
 
 
@@ -241,7 +251,8 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     one shared colour bar and the query labels once (auto and per-row scales are computed over both maps); a layer
     with a sliding window greys the cells outside it, after the two maps. The traces share their tokens.
     tallest: the most it may be when presenting, for every token's label (axes.map_height); a page's main figure
-    keeps style.PRESENT_HEIGHT, whole on the first screen."""
+    takes PAIR_FIRST_SCREEN, whole on the first screen. Where its rows would not all be named within that, it
+    leaves the sentence out and keeps only the room its key labels need below (PAIR_TOP_BARE, PAIR_SPARE)."""
     (name_a, a), (name_b, b) = traces.items()
     if a.tokens != b.tokens:
         raise ValueError("The two traces must be of the same sentence.")
@@ -250,11 +261,17 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     axes.check(b, layer, head)
     cats = axes.categories(a.labels, pos)
     both, zmin, zmax, bar = colour_scale(np.stack([wa, wb]), scale)
-    height = axes.map_height(len(pos), presentation, PAIR_TOP, tallest)
-    axis = axes.map_axis(cats, a.labels, pos, presentation, height, PAIR_TOP)
+    top, bottom, spare, spacing, subtitle = PAIR_TOP, axes.TICK_MARGIN, 40, axes.TICK_SPACING, style.sentence(a, 70)
+    if presentation and len(cats) == len(pos) and axes.named_height(len(pos), PAIR_TOP) > tallest:
+        shown = [label(a.labels[p], 16) for p in pos]
+        below = axes.heatmap_margins(shown, style.MIN_PRESENT_FONT, style.FONT_SIZE[True], bar, PAIR_SPARE)["b"]
+        if axes.named_height(len(pos), PAIR_TOP_BARE, below, PAIR_SPACING) <= tallest:  # every row named so
+            top, bottom, spare, spacing, subtitle = PAIR_TOP_BARE, below, PAIR_SPARE, PAIR_SPACING, ""
+    height = axes.map_height(len(pos), presentation, top, tallest, bottom=bottom, spacing=spacing)
+    axis = axes.map_axis(cats, a.labels, pos, presentation, height, top, bottom=bottom, spacing=spacing)
     keys = axes.key_axis(axis, cats, a.labels, pos)
     who = f"head {head}" if head is not None else "average of heads"
-    layout = style.layout(f"Attention, layer {layer}, {who}", presentation, style.sentence(a, 70), height=height,
+    layout = style.layout(f"Attention, layer {layer}, {who}", presentation, subtitle, height=height,
                           plot_titles=True, tallest=height)  # the two map titles, below the subtitle
     data, notes, bands = [], [], []
     for i, (name, w, z) in enumerate(((name_a, wa, both[0]), (name_b, wb, both[1]))):
@@ -280,7 +297,7 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
                                colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1,
                                              tickfont=dict(size=layout["font"]["size"])))  # as a map's own bar
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
-                                             layout["font"]["size"], bar)
+                                             layout["font"]["size"], bar, spare)
     # The shared colour axis's bar sits further out than a heatmap's own: plotly widened the margin by 8-21 px
     # (tests/app/test_browser.py, one redraw of the whole figure); its tick labels' width covers that.
     layout["margin"]["r"] += round(text_px("0.00", layout["font"]["size"]))

@@ -83,29 +83,35 @@ def token_axis(cats: list[str], tokens: list[str], positions: list[int], present
                 ticktext=[label(tokens[p], 16) for p in positions[::step]], tickfont=dict(size=size))
 
 
-def map_height(n: int, presentation: bool, top: int = 0, tallest: int = style.PRESENT_HEIGHT) -> int:
+def map_height(n: int, presentation: bool, top: int = 0, tallest: int = style.PRESENT_HEIGHT, *,
+               bottom: int = TICK_MARGIN, spacing: float = TICK_SPACING) -> int:
     """Height of a token-by-token map: grows with the tokens up to what a 900 px laptop shows. On a projector,
     style.PRESENT_HEIGHT, or taller up to `tallest` where that gives every token its label at the minimum size
-    (map_axis, with the same `top`): at 420 px a pair of 16-token maps named every third row. A map below a page's
-    first screen may take up to style.PRESENT_TALLEST, whole once scrolled to."""
+    (map_axis, with the same `top`, `bottom` and `spacing`): at 420 px a pair of 16-token maps named every third
+    row. A map below a page's first screen may take up to style.PRESENT_TALLEST, whole once scrolled to."""
     if not presentation:
         return min(max(28 * n + 330, 480), 720)
-    every = top + TICK_MARGIN + math.ceil(TICK_SPACING * style.MIN_PRESENT_FONT * n)
-    return max(style.PRESENT_HEIGHT, min(every, tallest))
+    return max(style.PRESENT_HEIGHT, min(named_height(n, top, bottom, spacing), tallest))
 
 
-def _tick_room(height: int, top: int, tick_size: int) -> int:
-    """How many token labels fit along a map's height without overprinting (one per 1.4 label heights)."""
-    return max(4, int((height - top - TICK_MARGIN) / (TICK_SPACING * tick_size)))
+def named_height(n: int, top: int, bottom: int = TICK_MARGIN, spacing: float = TICK_SPACING) -> int:
+    """The least height of a map on a projector whose n rows are each named at the minimum label size."""
+    return top + bottom + math.ceil(spacing * style.MIN_PRESENT_FONT * n)
+
+
+def _tick_room(height: int, top: int, tick_size: int, bottom: int, spacing: float) -> int:
+    """How many token labels fit along a map's height without overprinting (one per `spacing` label heights)."""
+    return max(4, int((height - top - bottom) / (spacing * tick_size)))
 
 
 def map_axis(cats: list[str], tokens: list[str], positions: list[int], presentation: bool, height: int,
-             top: int) -> dict:
+             top: int, *, bottom: int = TICK_MARGIN, spacing: float = TICK_SPACING) -> dict:
     """Token axis of a square map: the largest label size (18 px, else the 14 px minimum on a projector) at which
-    every token gets a label, else every k-th token at the minimum size."""
+    every token gets a label, else every k-th token at the minimum size. `top` and `bottom`: the px of the figure's
+    height above and below the map."""
     sizes = (18, style.MIN_PRESENT_FONT) if presentation else (14, 11)
-    size = next((s for s in sizes if len(cats) <= _tick_room(height, top, s)), sizes[-1])
-    return token_axis(cats, tokens, positions, presentation, _tick_room(height, top, size), size)
+    size = next((s for s in sizes if len(cats) <= _tick_room(height, top, s, bottom, spacing)), sizes[-1])
+    return token_axis(cats, tokens, positions, presentation, _tick_room(height, top, size, bottom, spacing), size)
 
 
 def key_axis(axis: dict, cats: list[str], tokens: list[str], positions: list[int]) -> dict:
@@ -118,12 +124,13 @@ def key_axis(axis: dict, cats: list[str], tokens: list[str], positions: list[int
     return dict(type="category", tickmode="auto", labelalias=names, tickfont=axis["tickfont"])
 
 
-def heatmap_margins(ticktext: list[str], tick_size: int, size: int, bar: str = "weight") -> dict:
+def heatmap_margins(ticktext: list[str], tick_size: int, size: int, bar: str = "weight", spare: int = 40) -> dict:
     """Left, bottom and right margins that already fit the token ticks (x turned 45°), the axis titles and the
     colour bar, so plotly's automargin seldom has to widen them: each widening redraws the whole figure, which at
     512 tokens cost 50 ms of the 300 ms a head change may take. An estimate too small only costs that redraw.
-    The colour bar's title runs along the bar; sizing it as if it were level leaves room to spare."""
+    The colour bar's title runs along the bar; sizing it as if it were level leaves room to spare. `spare`: px left
+    below the x-axis title."""
     widest = max((text_px(t, tick_size) for t in ticktext), default=0.0)
-    return dict(l=round(widest + size + 36), b=round(0.71 * widest + tick_size + size + 40),
+    return dict(l=round(widest + size + 36), b=round(0.71 * widest + tick_size + size + spare),
                 r=round(60 + text_px(bar, size)))
 

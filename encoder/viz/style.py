@@ -26,6 +26,7 @@ PRESENT_HEIGHT = 420
 PRESENT_TALLEST = 640  # a map taller than PRESENT_HEIGHT to name every token (axes.map_height): whole once scrolled
 DIAGRAM_HEIGHT = 480
 MIN_PRESENT_FONT = 14
+FONT_SIZE = {False: 15, True: 20}  # a figure's font by presentation mode: >= MIN_PRESENT_FONT on a projector
 # How wide a title may be, at its own font size, in a chart that shares its row with another: half the main column at
 # 1024 px with the sidebar open (about 290 px), or half the screen when presenting (about 420 px). Wider titles are
 # broken into lines at spaces; plotly never wraps a title itself, so it ran past a narrow chart's right edge.
@@ -121,7 +122,7 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
     tallest: the most `height` may be when presenting; a map naming every token may be taller (axes.map_height).
     wrap_px: with wide, the lines' width instead of WIDE_TITLE_PX (a chart that keeps its own least width).
     """
-    size = 20 if presentation else 15  # presentation: >= MIN_PRESENT_FONT everywhere, ticks included
+    size = FONT_SIZE[presentation]  # presentation: >= MIN_PRESENT_FONT everywhere, ticks included
     titles, subtitles = [title], [subtitle] if subtitle else []
     if narrow or wide:
         px = (NARROW_TITLE_PX if narrow else WIDE_TITLE_PX)[presentation] if wrap_px is None or narrow else wrap_px

@@ -559,18 +559,22 @@ EVERY_CHART_JS = """() => {
             smallest: sizes.length ? Math.min(...sizes) : null};
   });
 }"""
-# Every token map of a page (a plotly heatmap over the tokens), each scrolled to the top of the screen in turn: its
-# title, box, query (y) labels and their sizes, and the key (x) labels plotly chose for the width it has.
-TOKEN_MAPS_JS = """() => {
+# Every token map of a page (a plotly heatmap over the tokens), each scrolled to the top of the screen in turn (unless
+# told to stay): its title, subtitle, box, query (y) labels, their sizes and vertical extents (top, bottom), and
+# the key (x) labels plotly chose for the width it has.
+TOKEN_MAPS_JS = """(stay) => {
   const main = document.querySelector('[data-testid="stMain"]');
   const header = document.querySelector('[data-testid="stHeader"]').getBoundingClientRect().bottom;
   return [...main.querySelectorAll('[data-testid="stPlotlyChart"]')].filter(c => c.querySelector('.heatmaplayer image'))
     .map(c => {
-      main.scrollTop += c.getBoundingClientRect().top - header;
+      if (!stay) main.scrollTop += c.getBoundingClientRect().top - header;
       const b = c.getBoundingClientRect();
       const texts = sel => [...c.querySelectorAll(sel)].filter(t => t.getBoundingClientRect().width > 0);
+      const rows = texts('.yaxislayer-above .ytick text');
       return {title: c.querySelector('.gtitle')?.textContent ?? '', top: b.top, bottom: b.bottom, header,
-              vh: window.innerHeight, rows: texts('.yaxislayer-above .ytick text').map(t => t.textContent),
+              subtitle: c.querySelector('.gtitle-subtitle')?.textContent ?? '',
+              vh: window.innerHeight, rows: rows.map(t => t.textContent),
+              rowBoxes: rows.map(t => { const r = t.getBoundingClientRect(); return [r.top, r.bottom]; }),
               fonts: texts('.ytick text, .xtick text').map(t => parseFloat(getComputedStyle(t).fontSize)),
               keys: texts('.xaxislayer-above .xtick text').map(t => t.textContent)};
     });
@@ -606,6 +610,28 @@ def test_maps_below_the_first_screen_name_every_token_of_the_default_sentence(pr
         assert m["top"] >= m["header"] - 1 and m["bottom"] <= m["vh"] + 1, f"{where}: not whole once scrolled: {m}"
         step = DEFAULT_LABELS.index(m["keys"][1]) if len(m["keys"]) > 1 else len(DEFAULT_LABELS)
         assert m["keys"] == DEFAULT_LABELS[::step], f"{where}: keys named {m['keys']}"
+    assert_clean(page, app, since)
+
+
+def test_the_compare_pair_names_every_row_whole_on_the_first_screen(projector, app):
+    """Issue 23: Compare's pair, its page's main figure, named every third row of the 16-token sentence on a 720 px
+    projector (420 px for the title, the sentence, two map titles and the key labels). It now leaves the sentence
+    to the presentation bar and names every row at 14 px, no two labels touching, and stays whole at first load."""
+    page, since = projector, len(app.log.lines)
+    page.goto(app.link("/side-by-side", {"present": "true"}))
+    settle(page, timeout=LOAD_MS)
+    page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stPlotlyChart\"] .heatmaplayer image')",
+                           timeout=LOAD_MS, polling=200)
+    where = f"/side-by-side at {page.viewport_size}"
+    m = page.evaluate(TOKEN_MAPS_JS, False)[0]
+    assert m["title"].startswith("Attention, layer"), f"{where}: the first map is {m['title']!r}"
+    assert m["rows"] == DEFAULT_LABELS, f"{where}: rows named {m['rows']}"
+    assert min(m["fonts"]) >= MIN_PRESENT_FONT, f"{where}: labels below 14 px: {m['fonts']}"
+    boxes = sorted(m["rowBoxes"])
+    touching = [(a, b) for a, b in itertools.pairwise(boxes) if b[0] < a[1] - 0.5]
+    assert not touching, f"{where}: row labels overprint: {touching}"
+    assert m["top"] >= m["header"] - 1 and m["bottom"] <= m["vh"] + 1, f"{where}: not whole at first load: {m}"
     assert_clean(page, app, since)
 
 

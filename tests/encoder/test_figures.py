@@ -181,7 +181,7 @@ def test_presentation_figures_fit_a_projector_with_readable_labels(small, long_t
 def test_maps_below_a_pages_first_screen_name_every_token_on_a_projector(small):
     """Issue 23: on a 420 px projector figure a pair of 16-token maps named every third row and the difference map
     every second. Below a page's first screen they grow until every row is named at 14 px, one label per 1.4 label
-    heights of the map, and never past PRESENT_TALLEST; the page's main pair keeps PRESENT_HEIGHT. The key axis is
+    heights of the map, and never past PRESENT_TALLEST; the page's main pair stays within PAIR_FIRST_SCREEN. The key axis is
     left to plotly's spacing by the drawn width (tested in Chromium), each key named by its token alone."""
     default = encoder.run(encoder.build_model(small.config), "The animal didn't cross the street because it was too tired.")
     T = default.seq_len
@@ -200,9 +200,19 @@ def test_maps_below_a_pages_first_screen_name_every_token_on_a_projector(small):
         x = fig.layout.xaxis
         assert x.tickmode == "auto" and x.tickvals is None and x.tickfont.size == y.tickfont.size
         assert x.labelalias == dict(zip(fig.data[0].x, (label(t, 16) for t in default.labels), strict=True))
+    assert pair.layout.title.subtitle.text.startswith("“The animal")  # room for the sentence below a first screen
+    # The page's main pair (Compare), whole on a projector's first screen: every row named once the sentence is left
+    # out and the room below the maps is what the key labels take, at 1.15 label heights.
     main = attention.attention_pair({"Post-LN": default, "Pre-LN": twin}, 1, 0, presentation=True,
-                                    tallest=style.PRESENT_HEIGHT)
-    assert main.layout.height == style.PRESENT_HEIGHT and len(main.layout.yaxis.tickvals) < T  # as before
+                                    tallest=attention.PAIR_FIRST_SCREEN)
+    y = main.layout.yaxis
+    assert list(y.ticktext) == [label(t, 16) for t in default.labels] and y.tickfont.size == style.MIN_PRESENT_FONT
+    assert main.layout.height <= attention.PAIR_FIRST_SCREEN and not main.layout.title.subtitle.text
+    room = main.layout.height - attention.PAIR_TOP_BARE - main.layout.margin.b
+    assert T * attention.PAIR_SPACING * y.tickfont.size <= room < T * axes.TICK_SPACING * y.tickfont.size
+    cramped = attention.attention_pair({"Post-LN": default, "Pre-LN": twin}, 1, 0, presentation=True,
+                                       tallest=style.PRESENT_HEIGHT)  # no room even so: every k-th row, sentence kept
+    assert len(cramped.layout.yaxis.tickvals) < T and cramped.layout.title.subtitle.text
     laptop = attention.attention_pair({"Post-LN": default, "Pre-LN": twin}, 1, 0)
     assert len(laptop.layout.yaxis.tickvals) == T and laptop.layout.height <= 720
 
