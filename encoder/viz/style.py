@@ -171,7 +171,7 @@ def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", he
     # Each part's own plain dicts (numpy arrays stay arrays; the figure's to_plotly_json would encode them as base64)
     look = merged(fig.layout.to_plotly_json(), layout(title, presentation, subtitle, height, narrow=narrow,
                                                       legend_above=rows, plot_titles=plot_titles, tallest=tallest,
-                                                      wide=wide and not narrow))
+                                                      wide=wide))
     if presentation:  # plotly draws tick labels at ~0.7 of the font size unless told: 16 px for the back row
         for name in {"xaxis", "yaxis", *(k for k in look if k.startswith(("xaxis", "yaxis")))}:
             axis = look.setdefault(name, {})

@@ -150,8 +150,8 @@ PAGE_JS = """(broken) => {
 
 # The Attention page's map (ui/heatmap.js), when it is on the page and has drawn: its state (root's data-*), whether
 # it waits for data, and its controls: buttons by a selector that finds each again, the measures it offers.
-MAP_JS = """() => {
-  const r = document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm');
+MAP_ROOT = """document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm')"""
+MAP_JS = "() => {\n  const r = " + MAP_ROOT + """;
   if (!r || !r.dataset.draws) return null;
   const attrs = ['layer', 'head', 'avg', 'flag', 'scale'];
   const selector = (b) => {
@@ -164,11 +164,8 @@ MAP_JS = """() => {
   return {state: {...r.dataset}, loading: r.classList.contains('loading'), buttons,
           measures: [...select.options].map(o => o.value)};
 }"""
-# Whether the map is on the page but has not drawn yet (its first payload is still on its way).
-MAP_UNDRAWN_JS = """() => {
-  const r = document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm');
-  return !!r && !r.dataset.draws;
-}"""
+# True once the map has drawn, or when it is not on the page (else its first payload is still on its way).
+MAP_DRAWN_OR_ABSENT_JS = f"() => {{ const r = {MAP_ROOT}; return !r || !!r.dataset.draws; }}"
 # The map's data-* name of each setting it draws, and how a value is written there.
 MAP_SETTINGS = {"view": "view", "layer": "layer", "head": "head", "avg": "avg", "hide_special": "hide",
                 "scale": "scale", "measure": "measure", "beside": "beside", "query": "query"}
@@ -297,10 +294,10 @@ class Tab:
     def map_controls(self) -> list[MapControl]:
         """The map's usable controls: its enabled buttons and each option of its Measure choice. A map that is on the
         page waits for its first drawing (up to STEP_S): listed before it, a seed's walk took other steps under load."""
-        deadline = time.monotonic() + STEP_S
-        while self.page.evaluate(MAP_UNDRAWN_JS):
-            assert time.monotonic() < deadline, f"the attention map was on the page for {STEP_S} s and never drew"
-            time.sleep(0.1)
+        try:
+            self.page.wait_for_function(MAP_DRAWN_OR_ABSENT_JS, timeout=STEP_S * 1000, polling=100)
+        except PlaywrightTimeout:
+            raise AssertionError(f"the attention map was on the page for {STEP_S} s and never drew") from None
         shown = self.map()
         if shown is None:
             return []
