@@ -135,9 +135,13 @@ SCALE_NOTES = {"fixed": "Colours run from 0 to 1 in both.", "auto": "Each map's 
 
 def two_models(fr: ui.Frame, trace: Trace) -> None:
     """The same sentence in the sidebar's model and a second one, each map on its own tokens, layer and head."""
+    # On a projector the controls' labels fold away, so the two maps end on the first screen (with them, the maps ran
+    # ~50 px past the bottom of a 720 px screen): the choices name themselves, and each map's title and subtitle just
+    # below name its model, layer and head.
+    labels = "collapsed" if fr.present else "visible"
     row = st.container(horizontal=True, vertical_alignment="bottom")
     second = ui.widget("model_b", row.container(width="stretch"), options=ui.model_choices(),
-                       format_func=ui.model_label)
+                       format_func=ui.model_label, label_visibility=labels)
     values_b = dict(fr.values, model=second)
     try:
         key_b = ui.model_key_of(values_b)  # a custom second model: the sidebar's config
@@ -149,7 +153,7 @@ def two_models(fr: ui.Frame, trace: Trace) -> None:
     except (RuntimeError, MemoryError) as err:
         st.error(f"The second model could not run this input ({type(err).__name__}). Try a shorter sentence.")
         return
-    scale = ui.widget("scale", row.container(width="content"))
+    scale = ui.widget("scale", row.container(width="content"), label_visibility=labels)
     sides = ((trace, fr.model, fr.values["model"], fr.model_key, ("layer", "head")),
              (other, model_b, second, key_b, ("layer_b", "head_b")))
     for col, (run, model, choice, key, (layer_key, head_key)) in zip(st.columns(2), sides, strict=True):
@@ -158,8 +162,9 @@ def two_models(fr: ui.Frame, trace: Trace) -> None:
             ui.state.put(layer_key, 0)
             layer = 0
         else:
-            layer = ui.widget(layer_key, pick.container(width="stretch"), hi=run.num_layers - 1)
-        head = ui.widget(head_key, pick.container(width=120), options=range(run.num_heads))
+            layer = ui.widget(layer_key, pick.container(width="stretch"), hi=run.num_layers - 1,
+                              label_visibility=labels)
+        head = ui.widget(head_key, pick.container(width=120), options=range(run.num_heads), label_visibility=labels)
         fig = attention.attention_heatmap(run, layer, head, scale=scale, presentation=fr.present)
         kind = tokenizer_kind(run.config.max_len, model.vocab_dir)
         # the model's short name as the title (half a projector's width), what is drawn of it below

@@ -635,6 +635,26 @@ def test_the_compare_pair_names_every_row_whole_on_the_first_screen(projector, a
     assert_clean(page, app, since)
 
 
+def test_compares_two_models_are_whole_on_the_first_screen(projector, app):
+    """Compare's two models: under the second model's choice and each model's Layer and Head, the two maps ran ~50
+    px past the bottom of a 720 px projector. On a projector those controls' labels fold away (each map's title and
+    subtitle just below name its model, layer and head), and both maps are whole at first load."""
+    page, since = projector, len(app.log.lines)
+    page.goto(app.link("/side-by-side", {"present": "true", "compare": "models"}))
+    settle(page, timeout=LOAD_MS)
+    page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .heatmaplayer image')"
+                           ".length === 2", timeout=LOAD_MS, polling=200)
+    where = f"/side-by-side?compare=models at {page.viewport_size}"
+    maps = page.evaluate(TOKEN_MAPS_JS, True)
+    assert len(maps) == 2 and all(re.fullmatch(r"layer \d+, head \d+ · \d+ \S+ tokens", m["subtitle"]) for m in maps), (
+        f"{where}: each map names its layer and head: {[m['subtitle'] for m in maps]}")
+    for m in maps:
+        assert m["top"] >= m["header"] - 1 and m["bottom"] <= m["vh"] + 1, f"{where}: not whole at first load: {m}"
+        assert min(m["fonts"]) >= MIN_PRESENT_FONT, f"{where}: labels below 14 px: {m['fonts']}"
+    assert_clean(page, app, since)
+
+
 MEASURE_VIEWS = [("why-similar", {}), ("why-similar", {"target": "token", "token": "9"}),
                  ("inside-a-head", {"measure": "value"}), ("inside-a-head", {"measure": "alti"})]
 
