@@ -261,7 +261,8 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     axes.check(b, layer, head)
     cats = axes.categories(a.labels, pos)
     both, zmin, zmax, bar = colour_scale(np.stack([wa, wb]), scale)
-    top, bottom, spare, spacing, subtitle = PAIR_TOP, axes.TICK_MARGIN, 40, axes.TICK_SPACING, style.sentence(a, 70)
+    top, bottom, spare, spacing = PAIR_TOP, axes.TICK_MARGIN, axes.MARGIN_SPARE, axes.TICK_SPACING
+    subtitle = style.sentence(a, 70)
     if presentation and len(cats) == len(pos) and axes.named_height(len(pos), PAIR_TOP) > tallest:
         shown = [label(a.labels[p], 16) for p in pos]
         below = axes.heatmap_margins(shown, style.MIN_PRESENT_FONT, style.FONT_SIZE[True], bar, PAIR_SPARE)["b"]

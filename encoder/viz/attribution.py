@@ -77,7 +77,7 @@ def token_strip(sentences: Sequence[tuple[str, Sequence[str], Tensor | np.ndarra
             text.append([label(tokens[i], 9) for i in part] + [""] * pad)
             hover.append([f"{label(tokens[i], 24)} ({i}): {scores[i]:+.4g}" for i in part] + [""] * pad)
     top = style.symmetric_range(np.concatenate([scores for _, _, scores in rows_of]))
-    size = 20 if presentation else 15
+    size = style.FONT_SIZE[presentation]
     cell = dict(type="heatmap", z=z, zmin=-top, zmax=top, zmid=0, colorscale=style.colorscale(style.DIVERGING),
                 xgap=3, ygap=3, hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
                 colorbar=dict(title=dict(text="score", side="right"), thickness=16, len=1))
@@ -127,7 +127,7 @@ def faithfulness_chart(chart: Faithfulness, target: str, *, subtitle: str = "", 
     Built from plain dicts (style.quick): with make_subplots and add_trace per curve it took ~40 ms, once per new
     sentence on a class's server; tests/encoder/test_viz_attribution.py checks it against the validated build."""
     curves = sorted(chart.curves, key=lambda c: c.deletion_auc)
-    size = 20 if presentation else 15
+    size = style.FONT_SIZE[presentation]
     grid = copy.deepcopy(_side_by_side())
     # Short: centred over plots that the legend beside them leaves ~110 px apart at 1024 px with the sidebar open, the
     # titles "Deletion: words → [MASK]" and "Insertion: from all [MASK]" overprinted each other (the note under the

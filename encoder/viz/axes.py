@@ -18,6 +18,7 @@ from .text import label, text_px
 MAX_CELLS = 512  # rows or columns of a heatmap beyond which values are block-averaged
 TICK_MARGIN = 160  # px of a map's height taken by the key labels below it and the axis title
 TICK_SPACING = 1.4  # token labels along a map's side are at least this many label heights apart
+MARGIN_SPARE = 40  # px a map leaves below its x-axis title (heatmap_margins): plotly seldom has to widen it
 MAP_TOP = 70  # px above a map with a title (and no subtitle or plot titles)
 
 
@@ -124,7 +125,8 @@ def key_axis(axis: dict, cats: list[str], tokens: list[str], positions: list[int
     return dict(type="category", tickmode="auto", labelalias=names, tickfont=axis["tickfont"])
 
 
-def heatmap_margins(ticktext: list[str], tick_size: int, size: int, bar: str = "weight", spare: int = 40) -> dict:
+def heatmap_margins(ticktext: list[str], tick_size: int, size: int, bar: str = "weight",
+                    spare: int = MARGIN_SPARE) -> dict:
     """Left, bottom and right margins that already fit the token ticks (x turned 45°), the axis titles and the
     colour bar, so plotly's automargin seldom has to widen them: each widening redraws the whole figure, which at
     512 tokens cost 50 ms of the 300 ms a head change may take. An estimate too small only costs that redraw.

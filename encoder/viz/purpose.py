@@ -63,7 +63,7 @@ def similarity_heatmap(sim: Tensor | np.ndarray, sentences: list[str], *, title:
     if z.ndim != 2 or z.shape[0] != z.shape[1] or z.shape[0] != len(sentences):
         raise ValueError(f"Expected an (n, n) matrix for {len(sentences)} sentences, got {z.shape}.")
     names = sentence_labels(sentences)
-    size = 20 if presentation else 15
+    size = style.FONT_SIZE[presentation]
     cell = dict(
         type="heatmap", z=z.astype(np.float32), x=names, y=names, zmin=-1, zmax=1, zmid=0,
         colorscale=style.colorscale(style.DIVERGING), xgap=2, ygap=2, text=[[f"{v:.2f}" for v in row] for row in z],
@@ -103,7 +103,7 @@ def trajectories(points: Tensor | np.ndarray, tokens: list[str], highlight: Sequ
         raise ValueError(f"Expected (depth, {len(tokens)}, 2) points, got {p.shape}.")
     depth = p.shape[0]
     steps = ["emb"] + [f"L{i}" for i in range(depth - 1)]  # depth i > 0 is the output of layer i - 1
-    size = 20 if presentation else 15
+    size = style.FONT_SIZE[presentation]
     names = [f"{label(tok, 16)} ({pos})" for pos, tok in enumerate(tokens)]
     chosen = list(dict.fromkeys(highlight))
     others = [pos for pos in range(len(tokens)) if pos not in chosen]

@@ -167,7 +167,7 @@ def apply(fig: go.Figure, title: str, presentation: bool, subtitle: str = "", he
     rows = 0
     if legend_above:  # its rows: the entries plotly shows, in the width this chart has
         names = [str(t.name) for t in fig.data if t.name and t.showlegend is not False]
-        rows = legend_rows(names, 20 if presentation else 15, NARROW_TITLE_PX[presentation] if narrow else WIDE_LEGEND_PX)
+        rows = legend_rows(names, FONT_SIZE[presentation], NARROW_TITLE_PX[presentation] if narrow else WIDE_LEGEND_PX)
     # Each part's own plain dicts (numpy arrays stay arrays; the figure's to_plotly_json would encode them as base64)
     look = merged(fig.layout.to_plotly_json(), layout(title, presentation, subtitle, height, narrow=narrow,
                                                       legend_above=rows, plot_titles=plot_titles, tallest=tallest,
