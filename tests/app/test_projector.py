@@ -613,18 +613,24 @@ def test_maps_below_the_first_screen_name_every_token_of_the_default_sentence(pr
     assert_clean(page, app, since)
 
 
+def open_compare(page: Page, app: App, query: dict, maps: int) -> list[dict]:
+    """Open Compare presenting with `query`, wait for its first `maps` token maps, and measure them where they are
+    at first load (TOKEN_MAPS_JS, no scrolling)."""
+    page.goto(app.link("/side-by-side", {"present": "true"} | query))
+    settle(page, timeout=LOAD_MS)
+    page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
+    page.wait_for_function("(n) => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .heatmaplayer image')"
+                           ".length >= n", arg=maps, timeout=LOAD_MS, polling=200)
+    return page.evaluate(TOKEN_MAPS_JS, True)
+
+
 def test_the_compare_pair_names_every_row_whole_on_the_first_screen(projector, app):
     """Issue 23: Compare's pair, its page's main figure, named every third row of the 16-token sentence on a 720 px
     projector (420 px for the title, the sentence, two map titles and the key labels). It now leaves the sentence
     to the presentation bar and names every row at 14 px, no two labels touching, and stays whole at first load."""
     page, since = projector, len(app.log.lines)
-    page.goto(app.link("/side-by-side", {"present": "true"}))
-    settle(page, timeout=LOAD_MS)
-    page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
-    page.wait_for_function("() => document.querySelector('[data-testid=\"stPlotlyChart\"] .heatmaplayer image')",
-                           timeout=LOAD_MS, polling=200)
+    m = open_compare(page, app, {}, 1)[0]
     where = f"/side-by-side at {page.viewport_size}"
-    m = page.evaluate(TOKEN_MAPS_JS, False)[0]
     assert m["title"].startswith("Attention, layer"), f"{where}: the first map is {m['title']!r}"
     assert m["rows"] == DEFAULT_LABELS, f"{where}: rows named {m['rows']}"
     assert min(m["fonts"]) >= MIN_PRESENT_FONT, f"{where}: labels below 14 px: {m['fonts']}"
@@ -640,13 +646,8 @@ def test_compares_two_models_are_whole_on_the_first_screen(projector, app):
     px past the bottom of a 720 px projector. On a projector those controls' labels fold away (each map's title and
     subtitle just below name its model, layer and head), and both maps are whole at first load."""
     page, since = projector, len(app.log.lines)
-    page.goto(app.link("/side-by-side", {"present": "true", "compare": "models"}))
-    settle(page, timeout=LOAD_MS)
-    page.wait_for_function(DRAWN_JS, arg=[READY], timeout=LOAD_MS, polling=200)
-    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .heatmaplayer image')"
-                           ".length === 2", timeout=LOAD_MS, polling=200)
+    maps = open_compare(page, app, {"compare": "models"}, 2)
     where = f"/side-by-side?compare=models at {page.viewport_size}"
-    maps = page.evaluate(TOKEN_MAPS_JS, True)
     assert len(maps) == 2 and all(re.fullmatch(r"layer \d+, head \d+ · \d+ \S+ tokens", m["subtitle"]) for m in maps), (
         f"{where}: each map names its layer and head: {[m['subtitle'] for m in maps]}")
     for m in maps:
