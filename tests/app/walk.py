@@ -500,8 +500,8 @@ class Tab:
         self.open_sidebar()
         bar = self.page.locator('[data-testid="stSidebar"]')
         box = bar.locator("details").filter(has=self.page.locator("summary", has_text="Add this view to a lesson"))
-        if box.get_attribute("open") is None:
-            box.locator("summary").click()
+        if box.get_attribute("open") is None:  # opening the box runs the script (it builds the form): wait for it,
+            self.settle(lambda: box.locator("summary").click())  # or the form's click can land in that run's redraw
         box.get_by_label("Slide title (optional)").fill(title)
         box.get_by_label("Note (optional): a talking point").fill(note)
         self.settle(lambda: box.get_by_role("button", name="Add this view", exact=True).click())
