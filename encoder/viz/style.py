@@ -7,6 +7,7 @@ label is smaller than 14 px (the back row of a lecture room reads 14 px on a 2 m
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 import plotly.colors
@@ -14,7 +15,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from ..trace import Trace
-from .text import label, text_px
+from .text import label, prose_px, text_px
 
 ATTENTION_SCALE = "Blues"
 DIVERGING = "RdBu_r"  # blue negative, white zero, red positive
@@ -69,12 +70,12 @@ def colorscale(name: str) -> list[list]:
     return plotly.colors.get_colorscale(name)
 
 
-def wrap(text: str, size: float, width: float) -> list[str]:
-    """Already-escaped label text broken at spaces into lines of at most `width` px at font `size` (text_px's estimate);
-    a word wider than that stays whole on its own line."""
+def wrap(text: str, size: float, width: float, measure: Callable[[str, float], float] = text_px) -> list[str]:
+    """Already-escaped label text broken at spaces into lines of at most `width` px at font `size` as `measure`
+    estimates them; a word wider than that stays whole on its own line."""
     lines: list[str] = []
     for word in text.split(" "):
-        if lines and text_px(lines[-1] + " " + word, size) <= width:
+        if lines and measure(lines[-1] + " " + word, size) <= width:
             lines[-1] += " " + word
         else:
             lines.append(word)
@@ -120,14 +121,20 @@ def layout(title: str, presentation: bool, subtitle: str = "", height: int | Non
     legend_above: the rows of a horizontal legend the figure puts just above its plot, below the title's lines.
     plot_titles: a line of titles (at most the font's size) stands just above the plots, below the title's lines.
     tallest: the most `height` may be when presenting; a map naming every token may be taller (axes.map_height).
-    wrap_px: with wide, the lines' width instead of WIDE_TITLE_PX (a chart that keeps its own least width).
+    wrap_px: with wide, the lines' width in real px where it is less than WIDE_TITLE_PX (a chart that keeps its own
+    least width: the lines are measured as drawn, prose_px).
     """
     size = FONT_SIZE[presentation]  # presentation: >= MIN_PRESENT_FONT everywhere, ticks included
     titles, subtitles = [title], [subtitle] if subtitle else []
     if narrow or wide:
-        px = (NARROW_TITLE_PX if narrow else WIDE_TITLE_PX)[presentation] if wrap_px is None or narrow else wrap_px
-        titles = wrap(title, size + 6, px)
-        subtitles = [line for part in subtitle.split("<br>") for line in wrap(part, size - 1, px)] if subtitle else []
+        # The fixed widths are in text_px's units, set where Chromium showed the titles whole (text_px counts prose
+        # ~40 % wide); a chart's own least width is real px, so its lines are measured as drawn (prose_px).
+        own = wrap_px is not None and not narrow and wrap_px < WIDE_TITLE_PX[presentation]
+        px = wrap_px if own else (NARROW_TITLE_PX if narrow else WIDE_TITLE_PX)[presentation]
+        measure = prose_px if own else text_px
+        titles = wrap(title, size + 6, px, measure)
+        subtitles = ([line for part in subtitle.split("<br>") for line in wrap(part, size - 1, px, measure)]
+                     if subtitle else [])
     top = 100 if subtitle else 70
     anchored = narrow or wide or legend_above or plot_titles  # title from the top down: it cannot reach what is below
     if anchored:

@@ -25,7 +25,8 @@ from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from devkit.server import READY, streamlit_server
-from encoder.viz.style import MIN_PRESENT_FONT
+from encoder.viz.style import FONT, MIN_PRESENT_FONT
+from encoder.viz.text import prose_px
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
 from tests.app.walk import PATH_ALIASES, url_settings
 from ui import lessons, pages, player
@@ -326,6 +327,35 @@ def test_inside_a_heads_numbers_fit_their_cells_and_no_title_is_cut(browser, app
             assert not out, f"{f['title']}: panel titles past the figure's edges at {size}: {out}"
             assert f["past"] <= 0, f"{f['title']}: its title or subtitle runs {f['past']:.0f} px past its right edge"
         assert_clean(page, app, since)
+
+
+# Titles and subtitles as the figures write them: prose, symbols, capitals, digits, a user's sentence.
+PROSE = ["Layer 3, head 1. Each key's score is q_i·k_j; dividing by √d_k keeps the softmax from saturating; the "
+         "softmax turns the scores into weights that sum to 1.",
+         "How “[CLS]” decides where to look", "Concatenate the heads, then W_O", "Post-LN vs Pre-LN: WHERE THE NORM SITS",
+         "“The animal didn't cross the street because it was too tired.” · training mode: dropout on",
+         "Mean |x| by layer (0–5) × 384 features — 12 heads, d_k = 32, 22.7 M parameters",
+         "Wide words: 注意力机制 and ＭＭＭ count a full em"]
+TEXT_WIDTHS_JS = """([texts, fonts]) => {
+  const c = document.createElement('canvas').getContext('2d');
+  return fonts.map(font => { c.font = '20px ' + font; return texts.map(t => c.measureText(t).width); });
+}"""
+
+
+def test_prose_widths_hold_in_the_figures_font_and_its_fallback(browser):
+    """Titles and subtitles are broken into lines by prose_px's estimate. Drawn in Chromium, no line is wider than
+    that estimate in the figures' font nor in DejaVu Sans (the fallback where Helvetica, Arial and Liberation Sans
+    are all missing, 13 % wider), and the estimate leaves at most a quarter of the line empty in the figures' font:
+    text_px's 0.62 em a character left 40 %, so a subtitle took four lines where three would do."""
+    page = browser.new_page()
+    try:
+        ours, fallback = page.evaluate(TEXT_WIDTHS_JS, [PROSE, [FONT, "'DejaVu Sans'"]])
+    finally:
+        page.close()
+    for text, a, b in zip(PROSE, ours, fallback, strict=True):
+        estimate = prose_px(text, 20)
+        assert a <= estimate and b <= estimate, f"{text!r}: {a:.0f} / {b:.0f} px drawn, {estimate:.0f} estimated"
+        assert estimate <= 1.25 * a, f"{text!r}: {estimate:.0f} px estimated for {a:.0f} drawn in {FONT}"
 
 
 # Chart titles, subtitles and axis titles that run past their chart's box, either side; null while a chart is not
