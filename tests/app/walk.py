@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
@@ -515,7 +515,12 @@ class Tab:
         return int(label.split(":")[1].split()[0])
 
     def key(self, key: str) -> None:
-        """Press a key on the page (not in a box), as a presentation clicker does."""
+        """Press a key on the page (not in a box), as a presentation clicker does. While a lesson plays, first wait
+        until its key listener has heard from the app which slide is drawn: until then it ignores keys (it knows of
+        no slides), so a key pressed as soon as the page's run ended could be lost."""
+        slide = urllib.parse.parse_qs(urllib.parse.urlsplit(self.page.url).query).get("slide", ["0"])[0]
+        if slide != "0":
+            expect(self.page.locator(".lk").first).to_have_attribute("data-slide", slide, timeout=STEP_S * 1000)
         self.settle(lambda: self.page.keyboard.press(key))
 
     def download(self, label: str) -> bytes:
