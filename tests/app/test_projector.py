@@ -701,6 +701,10 @@ def test_every_figure_of_the_measures_is_whole_on_the_projector(projector, app, 
     for label, title in (("Compute the deletion and insertion curves", "Which ranking predicts"),
                          ("Rank the measures", "Mean deletion AOPC")):
         button = page.locator(f'{MAIN} [data-testid="stButton"] button').filter(has_text=label)
+        if path == "why-similar":  # after its attributions (slow on a slow machine): the button, or its chart kept
+            page.wait_for_function(f"""() => [...document.querySelectorAll('{MAIN} [data-testid="stButton"] button')]
+                .some(b => b.textContent.includes({label!r})) ||
+                ({EVERY_CHART_JS})().some(c => c.title.startsWith({title!r}))""", timeout=LOAD_MS, polling=200)
         if button.count():
             button.first.click()  # a button with help= holds a second <button> for its tooltip
             # Its chart, then quiet: on a busy machine the run may start after a short settle would have ended.

@@ -262,7 +262,9 @@ def test_each_new_page_opens_by_url_with_its_settings_restored():
 
         page.goto(_link(url, "trajectories", {"follow": "it street"}))
         _settle(page)
-        assert _chips(page, "ms-follow") == ["it", "street"]
+        # its own widget, once drawn (the page before's charts can satisfy _settle while this one's run goes on)
+        expect(page.locator(".st-key-ms-follow .react-aria-ComboBox [data-tag] > span[title]")).to_have_text(
+            ["it", "street"], timeout=120_000)
         legend = page.locator('[data-testid="stPlotlyChart"]').first.locator(".legendtext").all_text_contents()
         assert legend == ["other tokens", "it (10)", "street (8)"], legend
         assert _query(page)["follow"] == ["it street"]

@@ -541,7 +541,7 @@ def test_longest_sentence_link_reopens_twice(tabs):
         fresh.settle(timeout=LOAD_S)
         assert_consistent(fresh, since, f"visit {visit} of a {len(link):,}-character link")
         box = fresh.container("w-text").locator("textarea")
-        expect(box).to_have_value(text, timeout=10_000)  # a 5,000-character box takes the browser a moment to lay out
+        expect(box).to_have_value(text, timeout=LOAD_S * 1000)  # a 5,000-character box takes the browser a moment to lay out
         assert heatmap_drawn(fresh), f"visit {visit}: no heatmap\n{describe(fresh)}"
     print(f"\nlongest sentence: {len(text):,} code points, a {len(link):,}-character link")
 
