@@ -55,10 +55,8 @@ def prose_px(text: str, size: float) -> float:
     """Width of a line of prose at font `size`, from each character's own width in the figures' font, with room for
     the widest fallback font. text_px counts 0.62 em for every character, right for digits and short labels; for
     prose it is ~40 % too wide, so lines broken by it to a chart's real width filled about two thirds of it."""
-    text = html.unescape(text)
-    wide = sum(unicodedata.east_asian_width(c) in "WF" for c in text)  # a full em in every font
-    return size * (wide + PROSE_SPARE * sum(ARIAL.get(c, ARIAL_OTHER) for c in text
-                                            if unicodedata.east_asian_width(c) not in "WF"))
+    return size * sum(1.0 if unicodedata.east_asian_width(c) in "WF" else PROSE_SPARE * ARIAL.get(c, ARIAL_OTHER)
+                      for c in html.unescape(text))  # wide characters: a full em in every font
 
 
 def fit_label(text: str, max_px: float, size: float, bold: bool = False) -> str:

@@ -229,9 +229,13 @@ def _settle(page, timeout: float = 120_000) -> None:
                            polling=200)
 
 
+def _chip_labels(page, key: str):
+    """The chosen options' labels a multiselect shows (its container carries the class st-key-<key>)."""
+    return page.locator(f".st-key-{key} .react-aria-ComboBox [data-tag] > span[title]")
+
+
 def _chips(page, key: str) -> list[str]:
-    """The chosen options a multiselect shows (its container carries the class st-key-<key>)."""
-    return page.locator(f".st-key-{key} .react-aria-ComboBox [data-tag] > span[title]").all_inner_texts()
+    return _chip_labels(page, key).all_inner_texts()
 
 
 def _query(page) -> dict[str, list[str]]:
@@ -263,8 +267,7 @@ def test_each_new_page_opens_by_url_with_its_settings_restored():
         page.goto(_link(url, "trajectories", {"follow": "it street"}))
         _settle(page)
         # its own widget, once drawn (the page before's charts can satisfy _settle while this one's run goes on)
-        expect(page.locator(".st-key-ms-follow .react-aria-ComboBox [data-tag] > span[title]")).to_have_text(
-            ["it", "street"], timeout=120_000)
+        expect(_chip_labels(page, "ms-follow")).to_have_text(["it", "street"], timeout=120_000)
         legend = page.locator('[data-testid="stPlotlyChart"]').first.locator(".legendtext").all_text_contents()
         assert legend == ["other tokens", "it (10)", "street (8)"], legend
         assert _query(page)["follow"] == ["it street"]

@@ -518,9 +518,9 @@ class Tab:
         """Press a key on the page (not in a box), as a presentation clicker does. While a lesson plays, first wait
         until its key listener has heard from the app which slide is drawn: until then it ignores keys (it knows of
         no slides), so a key pressed as soon as the page's run ended could be lost."""
-        slide = urllib.parse.parse_qs(urllib.parse.urlsplit(self.page.url).query).get("slide", ["0"])[0]
-        if slide != "0":
-            expect(self.page.locator(".lk").first).to_have_attribute("data-slide", slide, timeout=STEP_S * 1000)
+        slide = self.url_values()["slide"]
+        if slide:
+            expect(self.page.locator(".lk").first).to_have_attribute("data-slide", str(slide), timeout=STEP_S * 1000)
         self.settle(lambda: self.page.keyboard.press(key))
 
     def download(self, label: str) -> bytes:
