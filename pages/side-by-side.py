@@ -1,5 +1,7 @@
 """Compare: the same weights in Post-LN and Pre-LN, one model on two sentences, or two models on one sentence."""
 
+from typing import Any
+
 import streamlit as st
 
 import ui
@@ -133,15 +135,32 @@ SCALE_NOTES = {"fixed": "Colours run from 0 to 1 in both.", "auto": "Each map's 
                "row": "Each row is coloured relative to its own largest weight."}
 
 
-def two_models(fr: ui.Frame, trace: Trace) -> None:
-    """The same sentence in the sidebar's model and a second one, each map on its own tokens, layer and head."""
-    # On a projector the controls' labels fold away, so the two maps end on the first screen (with them, the maps ran
-    # ~50 px past the bottom of a 720 px screen): the choices name themselves, and each map's title and subtitle just
-    # below name its model, layer and head.
+# Two models' maps on a projector, their page's main figure: whole on the first screen below the page's controls (their
+# top ~235 px down at 1280 x 720 presenting), and every row of a 16-token sentence named (attention_heatmap).
+TWO_MODELS_FIRST_SCREEN = 470
+
+
+def two_models(fr: ui.Frame, trace: Trace, top: Any) -> None:
+    """The same sentence in the sidebar's model and a second one, each map on its own tokens, layer and head.
+
+    top: the row of the Compare choice. On a projector the colour scale goes there and the second model's choice
+    beside its own Layer and Head, so the maps start one row higher: on a 720 px screen that row is what naming all
+    16 rows of the default sentence takes."""
+    # On a projector the controls' labels fold away: the choices name themselves, and each map's title and subtitle
+    # just below name its model, layer and head.
     labels = "collapsed" if fr.present else "visible"
-    row = st.container(horizontal=True, vertical_alignment="bottom")
-    second = ui.widget("model_b", row.container(width="stretch"), options=ui.model_choices(),
-                       format_func=ui.model_label, label_visibility=labels)
+    if fr.present:
+        scale_at = top.container(width="content")
+    else:  # the second model's choice and the scale in a row above the columns, whose maps then start level
+        row = st.container(horizontal=True, vertical_alignment="bottom")
+        model_at, scale_at = row.container(width="stretch"), row.container(width="content")
+    scale = ui.widget("scale", scale_at, label_visibility=labels)
+    left, right = st.columns(2)
+    picks = [col.container(horizontal=True, vertical_alignment="bottom") for col in (left, right)]
+    if fr.present:  # 120 px: with the Layer slider's least width (8 rem) and Head, one line in a 1024 px projector's column
+        model_at = picks[1].container(width=120)
+    second = ui.widget("model_b", model_at, options=ui.model_choices(), format_func=ui.model_label,
+                       label_visibility=labels)
     values_b = dict(fr.values, model=second)
     try:
         key_b = ui.model_key_of(values_b)  # a custom second model: the sidebar's config
@@ -153,23 +172,26 @@ def two_models(fr: ui.Frame, trace: Trace) -> None:
     except (RuntimeError, MemoryError) as err:
         st.error(f"The second model could not run this input ({type(err).__name__}). Try a shorter sentence.")
         return
-    scale = ui.widget("scale", row.container(width="content"), label_visibility=labels)
     sides = ((trace, fr.model, fr.values["model"], fr.model_key, ("layer", "head")),
              (other, model_b, second, key_b, ("layer_b", "head_b")))
-    for col, (run, model, choice, key, (layer_key, head_key)) in zip(st.columns(2), sides, strict=True):
-        pick = col.container(horizontal=True, vertical_alignment="bottom")
+    for col, pick, (run, model, choice, key, (layer_key, head_key)) in zip((left, right), picks, sides, strict=True):
         if run.num_layers == 1:
             ui.state.put(layer_key, 0)
             layer = 0
         else:
             layer = ui.widget(layer_key, pick.container(width="stretch"), hi=run.num_layers - 1,
                               label_visibility=labels)
-        head = ui.widget(head_key, pick.container(width=120), options=range(run.num_heads), label_visibility=labels)
-        fig = attention.attention_heatmap(run, layer, head, scale=scale, presentation=fr.present)
+        head = ui.widget(head_key, pick.container(width=90 if fr.present else 120), options=range(run.num_heads),
+                         label_visibility=labels)
         kind = tokenizer_kind(run.config.max_len, model.vocab_dir)
         # the model's short name as the title (half a projector's width), what is drawn of it below
-        fig.update_layout(title_text=label(short_name(choice), 28),
-                          title_subtitle_text=f"layer {layer}, head {head} · {run.seq_len} {kind} tokens")
+        title = label(short_name(choice), 28)
+        subtitle = f"layer {layer}, head {head} · {run.seq_len} {kind} tokens"
+        fig = ui.kept_figure(run, ("two-models", layer, head, scale, fr.present, title, subtitle),
+                             lambda run=run, layer=layer, head=head, title=title, subtitle=subtitle:
+                             attention.attention_heatmap(run, layer, head, scale=scale, presentation=fr.present,
+                                                         title=title, subtitle=subtitle,
+                                                         tallest=TWO_MODELS_FIRST_SCREEN))
         col.plotly_chart(fig, config=export.png_config(export.export_name(
             run, "two-models", f"L{layer}", f"H{head}", model=export.model_tag(run.config, key))))
         if window := attention.window_note(run, layer):
@@ -187,8 +209,12 @@ def page() -> None:
     """The comparison the Compare setting chooses."""
     fr, trace = ui.need_trace()
     # On a projector the options name themselves: without the label the main figure is whole on screen at first load.
-    mode = ui.widget("compare", label_visibility="collapsed" if fr.present else "visible")
-    {"norm": placements, "sentences": sentences, "models": two_models}[mode](fr, trace)
+    top = st.container(horizontal=True, vertical_alignment="bottom")
+    mode = ui.widget("compare", top.container(width="content"), label_visibility="collapsed" if fr.present else "visible")
+    if mode == "models":
+        two_models(fr, trace, top)
+    else:
+        {"norm": placements, "sentences": sentences}[mode](fr, trace)
 
 
 pages.show(page)

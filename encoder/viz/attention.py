@@ -132,28 +132,41 @@ def window_note(trace: Trace, layer: int, band: bool = True) -> str:
 
 def attention_heatmap(
     trace: Trace, layer: int, head: int | None, hide_special: bool = False, *, scale: str = "fixed",
-    presentation: bool = False, title: str = "", narrow: bool = False,
+    presentation: bool = False, title: str = "", narrow: bool = False, subtitle: str | None = None,
+    tallest: int = style.PRESENT_HEIGHT,
 ) -> go.Figure:
     """One head's (or the head average's) attention, queries as rows and keys as columns.
 
     scale: "fixed" colours 0 to 1 (comparable across heads), "auto" 0 to this map's largest weight, "row" each row
     to its own largest weight. The map fills the plot area, so the colour bar is exactly as tall as the map.
-    title: in place of "Attention, layer L, head H"; narrow: the map shares its row with another (style.layout).
+    title: in place of "Attention, layer L, head H"; subtitle: in place of the sentence; narrow: the map shares its
+    row with another (style.layout). tallest: the most it may be when presenting. A page's main figure given more
+    than style.PRESENT_HEIGHT names every row where that fits, with the pair's measured room below its keys and its
+    spacing (attention_pair).
     """
     w, pos = _pattern(trace, layer, head, hide_special)
     cats = axes.categories(trace.labels, pos)
     note = _hidden_note(trace, len(pos))
     who = f"head {head}" if head is not None else f"average of {trace.num_heads} heads"
-    height = axes.map_height(len(pos), presentation)
-    layout = style.layout(title or f"Attention, layer {layer}, {who}{note}", presentation, style.sentence(trace),
-                          height=height, narrow=narrow)
-    axis = axes.map_axis(cats, trace.labels, pos, presentation, layout["height"], 100)
+    heatmap = _heatmap(w, cats, scale, note)
+    bar = heatmap["colorbar"]["title"]["text"]
+    subtitle = style.sentence(trace) if subtitle is None else subtitle
+    top, bottom, spare, spacing = (100 if subtitle else 70), axes.TICK_MARGIN, axes.MARGIN_SPARE, axes.TICK_SPACING
+    if presentation and len(cats) == len(pos) and tallest > style.PRESENT_HEIGHT:
+        shown = [label(trace.labels[p], 16) for p in pos]
+        below = axes.heatmap_margins(shown, style.MIN_PRESENT_FONT, style.FONT_SIZE[True], bar, PAIR_SPARE)["b"]
+        if axes.named_height(len(pos), top, below, PAIR_SPACING) <= tallest:  # every row named so
+            bottom, spare, spacing = below, PAIR_SPARE, PAIR_SPACING
+    height = axes.map_height(len(pos), presentation, top, tallest, bottom=bottom, spacing=spacing)
+    layout = style.layout(title or f"Attention, layer {layer}, {who}{note}", presentation, subtitle,
+                          height=height, narrow=narrow, tallest=tallest)
+    axis = axes.map_axis(cats, trace.labels, pos, presentation, layout["height"], top, bottom=bottom,
+                         spacing=spacing)
     layout["xaxis"] = dict(title=dict(text="key (attended to)"), tickangle=-45,
                            **axes.key_axis(axis, cats, trace.labels, pos))
     layout["yaxis"] = dict(title=dict(text="query (attending)"), autorange="reversed", **axis)
-    heatmap = _heatmap(w, cats, scale, note)
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
-                                             layout["font"]["size"], heatmap["colorbar"]["title"]["text"])
+                                             layout["font"]["size"], bar, spare)
     band = _window_band(trace, layer, pos, cats, heatmap["xgap"])
     return style.quick([heatmap] if band is None else [heatmap, band], layout)
 

@@ -674,7 +674,8 @@ def test_the_compare_pair_names_every_row_whole_on_the_first_screen(projector, a
 def test_compares_two_models_are_whole_on_the_first_screen(projector, app):
     """Compare's two models: under the second model's choice and each model's Layer and Head, the two maps ran ~50
     px past the bottom of a 720 px projector. On a projector those controls' labels fold away (each map's title and
-    subtitle just below name its model, layer and head), and both maps are whole at first load."""
+    subtitle just below name its model, layer and head), and both maps are whole at first load, each naming all 16
+    rows of the default sentence."""
     page, since = projector, len(app.log.lines)
     maps = open_compare(page, app, {"compare": "models"}, 2)
     where = f"/side-by-side?compare=models at {page.viewport_size}"
@@ -683,6 +684,12 @@ def test_compares_two_models_are_whole_on_the_first_screen(projector, app):
     for m in maps:
         assert m["top"] >= m["header"] - 1 and m["bottom"] <= m["vh"] + 1, f"{where}: not whole at first load: {m}"
         assert min(m["fonts"]) >= MIN_PRESENT_FONT, f"{where}: labels below 14 px: {m['fonts']}"
+        # Every row named (they named every second): the scale beside the Compare choice and the second model's
+        # choice beside its Layer and Head free the row this takes.
+        assert m["rows"] == DEFAULT_LABELS, f"{where}: rows named {m['rows']}"
+        boxes = sorted(m["rowBoxes"])
+        touching = [(a, b) for a, b in itertools.pairwise(boxes) if b[0] < a[1] - 0.5]
+        assert not touching, f"{where}: row labels overprint: {touching}"
     assert_clean(page, app, since)
 
 

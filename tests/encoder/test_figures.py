@@ -217,6 +217,28 @@ def test_maps_below_a_pages_first_screen_name_every_token_on_a_projector(small):
     assert len(laptop.layout.yaxis.tickvals) == T and laptop.layout.height <= 720
 
 
+def test_a_single_map_given_a_first_screens_room_names_every_row_on_a_projector(small):
+    """Compare's two models on a 720 px projector named every second row of the default sentence (420 px each).
+    Given its first screen's room, a map names every row at 14 px, 1.15 label heights apart, with the room below it
+    that the key labels take (as the Compare pair does), and stays within that room; without it, nothing changes."""
+    default = encoder.run(encoder.build_model(small.config), "The animal didn't cross the street because it was too tired.")
+    T, rows = default.seq_len, [label(t, 16) for t in default.labels]
+    fig = attention.attention_heatmap(default, 1, 0, presentation=True, title="Custom model",
+                                      subtitle="layer 1, head 0 · 16 WordPiece tokens", tallest=470)
+    y = fig.layout.yaxis
+    assert list(y.ticktext) == rows and y.tickfont.size == style.MIN_PRESENT_FONT
+    assert fig.layout.title.text == "Custom model" and fig.layout.title.subtitle.text.startswith("layer 1, head 0")
+    assert style.PRESENT_HEIGHT < fig.layout.height <= 470
+    room = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert T * attention.PAIR_SPACING * y.tickfont.size <= room < T * axes.TICK_SPACING * y.tickfont.size
+    plain = attention.attention_heatmap(default, 1, 0, presentation=True)  # the usual projector map: as before
+    assert plain.layout.height == style.PRESENT_HEIGHT and len(plain.layout.yaxis.tickvals) < T
+    assert plain.layout.title.subtitle.text.startswith("“The animal")
+    long = encoder.run(encoder.build_model(small.config), " ".join(["the animal was tired"] * 8))
+    cramped = attention.attention_heatmap(long, 1, 0, presentation=True, tallest=470)  # every k-th row, within it
+    assert cramped.layout.height <= 470 and len(cramped.layout.yaxis.tickvals) < long.seq_len
+
+
 def test_training_mode_figures_say_dropout_is_on(small):
     on = dataclasses.replace(small, train=True)
     for build in (lambda t: attention.attention_heatmap(t, 0, 0), lambda t: attention.attention_grid(t, 0),
