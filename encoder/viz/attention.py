@@ -100,6 +100,14 @@ PAIR_SPACING = 1.15
 WINDOW_GREY = "#ced4da"  # the cells a sliding window masks: weight 0, drawn apart from a small weight's near-white
 
 
+def _named_below(trace: Trace, pos: list[int], bar: str, top: int, tallest: int) -> int | None:
+    """The px below a projector map whose every row is named at the minimum size, 1.15 label heights apart, with
+    only the room its key labels and axis title take below it (PAIR_SPARE): None where that is still over `tallest`."""
+    shown = [label(trace.labels[p], 16) for p in pos]
+    below = axes.heatmap_margins(shown, style.MIN_PRESENT_FONT, style.FONT_SIZE[True], bar, PAIR_SPARE)["b"]
+    return below if axes.named_height(len(pos), top, below, PAIR_SPACING) <= tallest else None
+
+
 def _window_band(trace: Trace, layer: int, pos: list[int], cats: list[str], gap: int) -> dict | None:
     """A grey layer over the cells outside `layer`'s sliding window (|i - j| > window/2), or None for a global layer.
 
@@ -153,9 +161,8 @@ def attention_heatmap(
     subtitle = style.sentence(trace) if subtitle is None else subtitle
     top, bottom, spare, spacing = (100 if subtitle else 70), axes.TICK_MARGIN, axes.MARGIN_SPARE, axes.TICK_SPACING
     if presentation and len(cats) == len(pos) and tallest > style.PRESENT_HEIGHT:
-        shown = [label(trace.labels[p], 16) for p in pos]
-        below = axes.heatmap_margins(shown, style.MIN_PRESENT_FONT, style.FONT_SIZE[True], bar, PAIR_SPARE)["b"]
-        if axes.named_height(len(pos), top, below, PAIR_SPACING) <= tallest:  # every row named so
+        below = _named_below(trace, pos, bar, top, tallest)
+        if below is not None:
             bottom, spare, spacing = below, PAIR_SPARE, PAIR_SPACING
     height = axes.map_height(len(pos), presentation, top, tallest, bottom=bottom, spacing=spacing)
     layout = style.layout(title or f"Attention, layer {layer}, {who}{note}", presentation, subtitle,
@@ -277,9 +284,8 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     top, bottom, spare, spacing = PAIR_TOP, axes.TICK_MARGIN, axes.MARGIN_SPARE, axes.TICK_SPACING
     subtitle = style.sentence(a, 70)
     if presentation and len(cats) == len(pos) and axes.named_height(len(pos), PAIR_TOP) > tallest:
-        shown = [label(a.labels[p], 16) for p in pos]
-        below = axes.heatmap_margins(shown, style.MIN_PRESENT_FONT, style.FONT_SIZE[True], bar, PAIR_SPARE)["b"]
-        if axes.named_height(len(pos), PAIR_TOP_BARE, below, PAIR_SPACING) <= tallest:  # every row named so
+        below = _named_below(a, pos, bar, PAIR_TOP_BARE, tallest)
+        if below is not None:
             top, bottom, spare, spacing, subtitle = PAIR_TOP_BARE, below, PAIR_SPARE, PAIR_SPACING, ""
     height = axes.map_height(len(pos), presentation, top, tallest, bottom=bottom, spacing=spacing)
     axis = axes.map_axis(cats, a.labels, pos, presentation, height, top, bottom=bottom, spacing=spacing)
