@@ -7,6 +7,7 @@ import ui
 from encoder.analysis.measures import MEASURES
 from encoder.viz import export
 from encoder.viz import heads as inside
+from encoder.viz.style import figure_meta
 from encoder.viz.text import printable
 from ui import headview, measure_lines, pages
 
@@ -59,12 +60,12 @@ def inside_a_head() -> None:
     name = export.export_name(trace, f"L{layer}", f"H{head}", f"q{query}")
     # Every printed number and panel title fits: where the column is narrower (a phone), a figure scrolls sideways.
     scores = drawn("scores", lambda: inside.scores_figure(steps, presentation=fr.present))
-    ui.sideways("head-scores", scores.layout.meta["min_px"]).plotly_chart(scores, config=export.png_config(name + "_scores"))
+    ui.sideways("head-scores", figure_meta(scores)["min_px"]).plotly_chart(scores, config=export.png_config(name + "_scores"))
     gap = float(np.abs(steps.weights - steps.trace_row).max())
     ui.caption(f"q and k are this forward pass's own tensors. The softmax computed here from them differs from the "
                f"attention map the model used by at most {gap:.1e}.")
     values = drawn("values", lambda: inside.values_figure(steps, presentation=fr.present))
-    ui.sideways("head-values", values.layout.meta["min_px"]).plotly_chart(values, config=export.png_config(name + "_values"))
+    ui.sideways("head-values", figure_meta(values)["min_px"]).plotly_chart(values, config=export.png_config(name + "_values"))
     z_gap = float(np.abs(steps.z_sum - steps.z).max())
     if (layer, head) in trace.ablate:
         ui.caption("This head is knocked out in this run: its output z_i was set to zero before W_O.")
@@ -75,7 +76,7 @@ def inside_a_head() -> None:
         ui.caption(f"Σ_j a_ij v_j computed here matches the head output z_i of the forward pass to {z_gap:.1e}.")
     w_o = fr.model.layers[layer].attn.out.weight if fr.model is not None else None
     output = drawn("output", lambda: inside.output_figure(steps, trace.num_heads, w_o, presentation=fr.present))
-    ui.sideways("head-output", output.layout.meta["min_px"]).plotly_chart(output, config=export.png_config(name + "_output"))
+    ui.sideways("head-output", figure_meta(output)["min_px"]).plotly_chart(output, config=export.png_config(name + "_output"))
     ui.caption("Every head's output is written side by side (the outlined block is this head); W_O mixes them back "
                "into d_model numbers per token. That row is the attn tap, which the residual connection adds next.")
 

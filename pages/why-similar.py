@@ -11,6 +11,7 @@ from encoder.analysis.measures import MEASURES
 from encoder.analysis.ranking import PUBLISHED, published_order
 from encoder.viz import attribution as fig
 from encoder.viz import export
+from encoder.viz.style import figure_meta
 from encoder.viz.text import printable
 from ui import pages, purpose, why
 
@@ -110,7 +111,7 @@ def show_attributions(fr: ui.Frame, trace: Trace, found: list[tuple[Trace, Attri
     strip = fig.token_strip([(f"{n}", run.tokens, a.scores) for n, (run, a) in enumerate(found, 1)],
                             f"{label} toward {what}", subtitle=value, presentation=fr.present)
     # Every printed token fits its cell: where the column is narrower (a phone), the strip scrolls sideways.
-    ui.sideways("why-strip", strip.layout.meta["min_px"]).plotly_chart(strip, config=export.png_config(name + "_tokens"))
+    ui.sideways("why-strip", figure_meta(strip)["min_px"]).plotly_chart(strip, config=export.png_config(name + "_tokens"))
     ui.caption(f"Each cell is a token of sentence 1{' (then sentence 2)' if len(found) > 1 else ''}, in reading "
                f"order. {SIGN} {METHODS[method].describe}")
     ig = [(n, a) for n, (_, a) in enumerate(found, 1) if a.delta is not None]

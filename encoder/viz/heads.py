@@ -137,7 +137,7 @@ def _panel(n: int, x: tuple[float, float], y: tuple[float, float], title: str, s
 
 
 def _figure(data: list[dict], panels: list[dict], title: str, subtitle: str, height: int, presentation: bool,
-            min_px: int) -> go.Figure:
+            min_px: int, shapes: list[dict] | None = None) -> go.Figure:
     """The panels in one figure; layout.meta["min_px"] is the narrowest width at which every number and panel title
     fits (a page lets a narrower screen scroll it sideways, ui.sideways)."""
     # Title and subtitle in lines that fit min_px too: presenting with the sidebar open, the column is about that.
@@ -156,6 +156,8 @@ def _figure(data: list[dict], panels: list[dict], title: str, subtitle: str, hei
         notes.append(p.pop("_title"))
         layout |= p
     layout["annotations"] = notes
+    if shapes:
+        layout["shapes"] = shapes
     for trace in data:  # the axes names as plotly wants them: x, x2, x3...
         trace["xaxis"], trace["yaxis"] = (trace["xaxis"].replace("x1", "x"), trace["yaxis"].replace("y1", "y"))
     return style.quick(data, layout)
@@ -288,6 +290,4 @@ def output_figure(steps: HeadSteps, num_heads: int, w_o: Tensor | None = None, *
     sub = (f"Layer {steps.layer}, query “{tok}”. The heads' outputs side by side, 1 × d_model = 1 × {D}; head {h} is "
            f"columns {a}–{b - 1} (outlined). W_O ({D} × {D}) mixes them into the attn tap.")
     min_px = _min_px([((-GAP, 0.93 + GAP), [t for _, t in strips], size)])
-    fig = _figure(data, panels, "Concatenate the heads, then W_O", sub, height, presentation, min_px)
-    fig.layout.shapes = (layout_shape,)
-    return fig
+    return _figure(data, panels, "Concatenate the heads, then W_O", sub, height, presentation, min_px, [layout_shape])

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import datetime
 import gc
+import json
 import threading
 from dataclasses import dataclass
 
+import numpy as np
+import plotly.graph_objects as go
 import torch
 from plotly.io import to_json
 
 import encoder
 import ui
-from encoder.viz import attention
-from ui.caches import Beside, ByteCache, KeptFigure
+from encoder.viz import activations, attention, attribution, purpose
+from encoder.viz import heads as inside
+from encoder.viz.style import QuickFigure
+from ui.caches import Beside, ByteCache, KeptFigure, keepable
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,3 +140,54 @@ def test_a_kept_figure_draws_what_its_figure_draws_and_makes_its_dict_once():
     assert [to_json(kept, validate=False) for _ in range(3)] == [fresh] * 3
     assert kept.to_dict() is kept.to_dict()
     assert beside.get(owner, "note", lambda: "not a figure") == "not a figure"
+
+
+def test_a_kept_figures_dict_is_plotlys_own_for_every_kind_of_value():
+    """KeptFigure makes its dict in one pass (plain_copy) instead of plotly.py's deep copy and base64 pass, and a
+    figure made by style.quick that nothing has read yet straight from the dicts it was made from (QuickFigure),
+    without building plotly.py's objects: what is sent is plotly's own dict (the same JSON, keys perhaps in another
+    order) for the app's figures (maps, thumbnails, a pair, a head's three figures, attributions, trajectories,
+    histograms) and for values plotly treats apart (a skipped key's array, an array inside a list, a tuple, a date, an
+    empty array, int64 ticks), and the figure itself is left as it was (its arrays still arrays)."""
+    model = encoder.load_pretrained()
+    trace = encoder.run(model, "The animal didn't cross the street because it was too tired.")
+    steps = inside.head_steps(trace, 2, 3, 10)
+    scores = np.linspace(-1, 1, trace.seq_len)
+
+    def odd() -> go.Figure:
+        return go.Figure(data=[dict(type="heatmap", z=np.arange(6, dtype=np.int64).reshape(2, 3), x=("a", "b", "c"),
+                                    customdata=[np.ones(2, np.float32), {"v": np.zeros(2)}], text=np.array(["x", "y"]),
+                                    meta=dict(when=datetime.date(2026, 11, 28), empty=np.zeros(0)))],
+                         layout=dict(xaxis=dict(range=np.array([0.0, 2.0]), tickvals=np.arange(3)), title=dict(text="t")),
+                         _validate=False)  # as style.quick builds them: the values stay what they were given
+
+    builds = [lambda: attention.attention_heatmap(trace, 2, 3),
+              lambda: attention.attention_heatmap(trace, 1, None, True, scale="row", presentation=True),
+              lambda: attention.attention_grid(trace, 2), lambda: attention.model_view(trace),
+              lambda: attention.attention_pair({"a": trace, "b": trace}, 1, 0, presentation=True),
+              lambda: inside.scores_figure(steps), lambda: inside.values_figure(steps, presentation=True),
+              lambda: inside.output_figure(steps, trace.num_heads, model.layers[2].attn.out.weight),
+              lambda: attribution.token_strip([("1", trace.tokens, scores)], "t", subtitle="s"),
+              lambda: attribution.token_bars(trace.tokens, scores, "t", subtitle="s", presentation=True),
+              lambda: purpose.trajectories(torch.randn(7, trace.seq_len, 2, generator=torch.Generator().manual_seed(0)),
+                                           trace.labels, [10, 2], torch.tensor([0.5, 0.2]), subtitle="s"),
+              lambda: activations.tap_histogram(trace, 0, "ffn"), lambda: activations.residual_norms({"m": trace}), odd]
+    for build in builds:
+        fresh = build()
+        expected = to_json(go.Figure.to_dict(fresh), validate=False)
+        lazy = keepable(build())
+        made_quick = isinstance(fresh, QuickFigure)
+        assert type(lazy) is KeptFigure and (lazy.plain() is not None) == made_quick  # never read: not built
+        assert json.loads(to_json(lazy.to_dict(), validate=False)) == json.loads(expected), fresh.layout.title.text
+        assert lazy.to_dict() is lazy.to_dict() and (lazy.plain() is not None) == made_quick
+        assert lazy.layout.title.text == fresh.layout.title.text and lazy.plain() is None  # read: built, as before
+        assert to_json(go.Figure.to_dict(lazy), validate=False) == expected
+        built = keepable(build())
+        built.layout.height  # noqa: B018  (read first: its dict from plotly.py's objects)
+        assert to_json(built.to_dict(), validate=False) == expected
+        assert to_json(go.Figure.to_dict(built), validate=False) == expected  # the figure itself is unchanged
+    kept = keepable(odd())
+    kept.layout  # noqa: B018
+    sent = kept.to_dict()
+    assert isinstance(kept._data[0]["z"], np.ndarray) and isinstance(kept._layout["xaxis"]["range"], np.ndarray)
+    assert sent["data"][0]["z"]["dtype"] == "i1" and isinstance(sent["layout"]["xaxis"]["range"], np.ndarray)
