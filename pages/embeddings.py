@@ -142,7 +142,11 @@ def page() -> None:
     pooled = "mean-pooled" if pool == "mean" else f"{label(lead or 'first-token', 12)} vectors"  # fits a 420 px phone
     # The map takes the whole width and the ranking follows below it: beside the table, at 1024 px (with the sidebar,
     # or presenting) its cells were narrower than their numbers.
-    st.plotly_chart(fig.similarity_heatmap(sim, kept, title=f"Cosine similarity ({pooled})", presentation=fr.present),
+    # The two figures are built once per model (the trace's), sentence list, pooling and view for every session
+    # (ui.kept_figure; each sentence's vector is cached on its own).
+    view = (tuple(kept), pool, pooled, fr.present)
+    st.plotly_chart(ui.kept_figure(trace, ("similarity", *view), lambda: fig.similarity_heatmap(
+                        sim, kept, title=f"Cosine similarity ({pooled})", presentation=fr.present)),
                     config=export.png_config(name))
     ranking = pd.DataFrame({"#": range(1, len(kept) + 1), "cosine to 1": sim[0].double().numpy(), "sentence": kept})
     st.markdown("**Closest to sentence 1**")
@@ -165,8 +169,8 @@ def page() -> None:
 
     st.subheader("The sentence vectors")
     d = stack.shape[1]
-    st.plotly_chart(fig.sentence_vectors(stack, kept, f"{len(kept)} sentence vectors, {d} dimensions each",
-                                         presentation=fr.present),
+    st.plotly_chart(ui.kept_figure(trace, ("sentence-vectors", *view), lambda: fig.sentence_vectors(
+                        stack, kept, f"{len(kept)} sentence vectors, {d} dimensions each", presentation=fr.present)),
                     config=export.png_config(export.export_name(trace, "sentence-vectors", pool)))
     first = lead or "a word: this tokenizer adds no special token in front"
     ui.caption(ui.literal(f"Row i is sentence i's vector: {POOLING[pool].format(lead=first)}. The similarity above is "

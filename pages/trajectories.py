@@ -33,7 +33,9 @@ def trajectories_view() -> None:
     points, shares = purpose.get_trajectories(fr)  # (depth, seq, 2), the two components' shares of the variance
     name = export.export_name(trace, "trajectories")
     subtitle = f"“{label(' '.join(trace.text.split()), 90)}”"
-    st.plotly_chart(fig.trajectories(points, tokens, highlight, shares, subtitle=subtitle, presentation=fr.present),
+    # Built once per trace, highlight and view for every session (ui.kept_figure), like the projection itself.
+    st.plotly_chart(ui.kept_figure(trace, ("trajectories", tuple(highlight), fr.present), lambda: fig.trajectories(
+                        points, tokens, highlight, shares, subtitle=subtitle, presentation=fr.present)),
                     config=export.png_config(name))
     kept = float(shares[0] + shares[1])
     ui.caption(f"One PCA, fitted on all {trace.num_layers + 1} × {trace.seq_len} token vectors at once (after the "
@@ -49,10 +51,13 @@ def trajectories_view() -> None:
     if len(chosen) < 2:
         st.info("Highlight two or more tokens (e.g. “it” and “animal”) to measure how close they get, layer by layer.")
         return
-    source, *targets = [tokens.index(t) for t in chosen]  # first occurrences
-    cosines = {f"{tokens[j]} ({j})": embeddings.token_similarity(trace, source, j) for j in targets}
-    colours = [fig.highlight_colour(highlight.index(j)) for j in targets]
-    st.plotly_chart(fig.depth_similarity(cosines, chosen[0], colours, presentation=fr.present),
+    def similarity() -> object:
+        source, *targets = [tokens.index(t) for t in chosen]  # first occurrences
+        cosines = {f"{tokens[j]} ({j})": embeddings.token_similarity(trace, source, j) for j in targets}
+        colours = [fig.highlight_colour(highlight.index(j)) for j in targets]
+        return fig.depth_similarity(cosines, chosen[0], colours, presentation=fr.present)
+
+    st.plotly_chart(ui.kept_figure(trace, ("token-similarity", tuple(chosen), tuple(highlight), fr.present), similarity),
                     config=export.png_config(export.export_name(trace, "token-similarity", chosen[0])))
     ui.caption(f"Cosine similarity of '{ui.literal(printable(chosen[0], 30))}' (its first occurrence) to the other "
                "highlighted tokens after the embeddings and after each layer, in all dimensions: what the picture "
