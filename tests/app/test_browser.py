@@ -603,7 +603,8 @@ def check_sentence_shown_literally(page: Page, app: App, name: str, since: int, 
     marks = page.evaluate(MARKUP_JS, '[data-testid="stMain"]')
     assert marks["created"] == baseline["created"] and not marks["jsLinks"], f"user text became markup: {marks['created']}"
     assert marks["scripts"] == baseline["scripts"], "user text added a <script> element"
-    expect(page.get_by_label("Sentence")).to_have_value(text)  # the box holds the sentence as typed
+    # the box holds the sentence as typed (a page load's time: on a busy machine a blank sentence's run may redraw)
+    expect(page.get_by_label("Sentence")).to_have_value(text, timeout=LOAD_MS)
     assert_clean(page, app, since)
 
 

@@ -35,6 +35,11 @@ def fresh_caches():
     clear_caches()
 
 
+# The ranking on the built-in sentences computes every measure's deletion test on each with the pretrained model:
+# past AppTest's usual run timeout on a busy 2-core machine (it ran out at 120 s with other tests beside it).
+RANKING_S = 600
+
+
 def open_page(params: dict | None = None):
     at = start(params)
     at.switch_page(PAGE).run()
@@ -223,7 +228,7 @@ def test_which_measure_is_right_here_on_a_custom_model_and_on_the_pretrained_one
     assert any("not trained as BERT was" in i.value for i in at.info)
     at = open_page()
     [button] = [b for b in at.button if b.label == f"Rank the measures on {len(why.RANKING_PAIRS)} sentences"]
-    button.click().run()
+    button.click().run(timeout=RANKING_S)
     assert_clean(at)
     fr = frame_of(at)
     ranking = why.ranking_cached(fr, "similarity", "mean", 20, frozenset())
