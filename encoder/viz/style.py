@@ -7,6 +7,7 @@ label is smaller than 14 px (the back row of a lecture room reads 14 px on a 2 m
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -194,6 +195,9 @@ def merged(base: dict, extra: dict) -> dict:
     return out
 
 
+_BUILDING = threading.RLock()  # QuickFigure: one build of plotly.py's objects at a time
+
+
 class QuickFigure(go.Figure):
     """A figure from plain dicts whose plotly.py objects are built only when something reads or changes it.
 
@@ -209,12 +213,14 @@ class QuickFigure(go.Figure):
             self._plain = (data, layout)
 
     def __getattr__(self, name: str) -> object:
-        """Only reached for what the instance lacks: while the objects are not built, build them, then look again."""
-        plain = self.__dict__.pop("_plain", None)
-        if plain is None:
-            raise AttributeError(name)
-        go.Figure.__init__(self, data=plain[0], layout=plain[1], _validate=False)
-        return getattr(self, name)
+        """Only reached for what the instance lacks: while the objects are not built, build them, then look again.
+        One build at a time: a kept figure is shared by every session, and a second thread must not see it half built
+        (it waits, then finds the objects)."""
+        with _BUILDING:
+            plain = self.__dict__.pop("_plain", None)
+            if plain is not None:
+                go.Figure.__init__(self, data=plain[0], layout=plain[1], _validate=False)
+        return object.__getattribute__(self, name)  # an attribute the built figure lacks raises AttributeError
 
     def plain(self) -> tuple[list[dict], dict] | None:
         """The (data, layout) dicts the figure was made from while its objects are not built; else None."""

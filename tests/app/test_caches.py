@@ -191,3 +191,28 @@ def test_a_kept_figures_dict_is_plotlys_own_for_every_kind_of_value():
     sent = kept.to_dict()
     assert isinstance(kept._data[0]["z"], np.ndarray) and isinstance(kept._layout["xaxis"]["range"], np.ndarray)
     assert sent["data"][0]["z"]["dtype"] == "i1" and isinstance(sent["layout"]["xaxis"]["range"], np.ndarray)
+
+
+def test_sessions_reading_one_unbuilt_figure_at_once_all_see_it_whole():
+    """A kept QuickFigure is shared by every session: threads that read it at the same moment while its plotly.py
+    objects are not built yet each get the figure's values (one builds, the others wait), never a half-built one."""
+    trace = encoder.run(encoder.load_pretrained(), "The cat sat on the mat.")
+    for _ in range(5):
+        fig = keepable(attention.attention_grid(trace, 1))
+        assert fig.plain() is not None
+        start, seen, errors = threading.Barrier(8), [], []
+
+        def read(fig=fig, start=start, seen=seen, errors=errors) -> None:
+            start.wait()
+            try:
+                seen.append((fig.layout.height, len(fig.data), fig.data[0].type))
+            except Exception as err:  # noqa: BLE001 (any error here is the failure)
+                errors.append(repr(err))
+
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and len(set(seen)) == 1 and len(seen) == 8, (errors, seen)
+        assert fig.plain() is None and seen[0][1] == trace.num_heads
