@@ -143,8 +143,8 @@ def page() -> None:
     # The map takes the whole width and the ranking follows below it: beside the table, at 1024 px (with the sidebar,
     # or presenting) its cells were narrower than their numbers.
     # The two figures are built once per model (the trace's), sentence list, pooling and view for every session
-    # (ui.kept_figure; each sentence's vector is cached on its own).
-    view = (tuple(kept), pool, pooled, fr.present)
+    # (ui.kept_figure; each sentence's vector is cached on its own). The title's words follow from these.
+    view = (tuple(kept), pool, fr.present)
     st.plotly_chart(ui.kept_figure(trace, ("similarity", *view), lambda: fig.similarity_heatmap(
                         sim, kept, title=f"Cosine similarity ({pooled})", presentation=fr.present)),
                     config=export.png_config(name))

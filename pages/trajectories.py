@@ -57,7 +57,7 @@ def trajectories_view() -> None:
         colours = [fig.highlight_colour(highlight.index(j)) for j in targets]
         return fig.depth_similarity(cosines, chosen[0], colours, presentation=fr.present)
 
-    st.plotly_chart(ui.kept_figure(trace, ("token-similarity", tuple(chosen), tuple(highlight), fr.present), similarity),
+    st.plotly_chart(ui.kept_figure(trace, ("token-similarity", tuple(chosen), fr.present), similarity),
                     config=export.png_config(export.export_name(trace, "token-similarity", chosen[0])))
     ui.caption(f"Cosine similarity of '{ui.literal(printable(chosen[0], 30))}' (its first occurrence) to the other "
                "highlighted tokens after the embeddings and after each layer, in all dimensions: what the picture "
