@@ -31,10 +31,12 @@ from .lessons.pages import PLAYER, page_named
 
 MESSAGE = "authoring: message"  # (where, kind, sentence, notes) said after a callback, shown by the next run
 FILE = "lesson-file"  # the file component's key
+LINK = "lesson-link"  # the link's box and Copy button (ui/copy_link.js: st.code loads a whole syntax highlighter)
 PASTE, ADD_TITLE, ADD_NOTE = "lesson-paste", "add-view-title", "add-view-note"  # form fields, not settings
 REPLACES = "Opening a lesson makes it your lesson, in place of the one you have: download yours first to keep it."
 
 _file = register("lesson_file", "lesson_file")
+_copy_link = register("copy_link", "copy_link")
 
 
 # ------------------------------------------------------------------------------------------------ messages
@@ -295,7 +297,7 @@ def keep(opened: player.Opened, here: str) -> None:
         st.warning(literal(str(err)), icon=":material/link_off:")
         return
     st.markdown(f"**Link to this lesson** ({len(link):,} characters): anyone who opens it sees the same slides.")
-    st.code(link, language=None, wrap_lines=True, height=110 if len(link) > 400 else "content")
+    _copy_link(key=LINK, data={"link": link, "label": "Link to this lesson"}, width="stretch", height="content")
     if opened.source == "yours":
         st.caption("Your lesson lives in this tab: a reload starts afresh. Download its file or copy its link to keep "
                    "it.")

@@ -248,7 +248,10 @@ def test_your_lesson_from_three_pages_reordered_downloaded_opened_identical_and_
     expect(main.get_by_text("it is your lesson now")).to_be_visible()
     again = tab.download("Download the lesson file")
     assert again == first and lessons.loads(again) == (made, [])
-    link = main.locator('[data-testid="stCode"] code').inner_text().strip()
+    link = main.locator(".cl-box").input_value()
+    parts = urllib.parse.urlsplit(link)
+    assert parts.path == "/lessons" and urllib.parse.parse_qs(parts.query) == {"lesson": [lessons.to_link(made)]}
+    assert tab.copy_link() == "copied"  # the tab may write the clipboard: what it holds is the box's link
     assert not eventually_consistent(tab, since)
     fresh = tabs()
     fresh.page.goto(link)

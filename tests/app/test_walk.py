@@ -49,6 +49,7 @@ SECOND_SENTENCES = ["The animal was too wide.", "The street was too tired.", "�
 WORDS = ["it", "the", "animal", "[MASK]", "🙂", "<b>"]
 NOTES = ["", "Look at head 1.", "<b>bold</b> **not** [a](javascript:alert(1))", "\u202eevil\u202c and שלום"]
 ADD_VIEW = ("sidebar", "Add this view to a lesson")  # a control of the frame's, not a widget of the page
+COPY_LINK = ("component", "Copy link")  # the Lessons page's link box (ui/copy_link.js), no Streamlit button
 KEYS = ("ArrowRight", "PageDown", " ", "ArrowLeft", "PageUp")  # a presentation clicker's, while a lesson plays
 # Where the walk may move the custom model's knobs: small models stay fast on 2 cores, and 3 heads on a 32-, 64- or
 # 128-wide model is an impossible config the app must explain, not crash on.
@@ -85,6 +86,8 @@ def controls(tab: Tab) -> list[tuple[str, Widget | MapControl | str]]:
             found.append((f"button:{b['label']}", b["label"]))
     for c in tab.map_controls():
         found.append((f"map:{c.selector or c.label}", c))
+    if tab.page.locator('[data-testid="stMain"] .cl-btn').count():
+        found.append(("component:copy-link", COPY_LINK))
     if tab.path() != "/lessons":  # the Lessons page is no view to add
         found.append(("sidebar:add-view", ADD_VIEW))
     if tab.page.locator(".st-key-lesson-bar").count():
@@ -111,6 +114,8 @@ def use(tab: Tab, rng: random.Random, control: Widget | MapControl | str | tuple
         after = tab.add_view(note)
         assert after == min(before + 1, 60), f"Add this view: your lesson went from {before} to {after} slides"
         return f"add this view, note {note!r} ({after} slides)"
+    if control == COPY_LINK:
+        return f"copy the lesson's link ({tab.copy_link()})"
     if isinstance(control, tuple):
         tab.key(control[1])
         return f"key {control[1]!r}"
@@ -315,6 +320,10 @@ def change_page_controls(tab: Tab, log: list[str]) -> None:
             log.append(f"{PAGES[tab.path()]}: press {button['label']!r}")
             assert size is None or size > 0, f"{button['label']!r} gave an empty file"
             assert_consistent(tab, since, "\n".join(log))
+    if tab.page.locator('[data-testid="stMain"] .cl-btn').count():
+        since = len(tab.log.lines)
+        log.append(f"{PAGES[tab.path()]}: copy the lesson's link ({tab.copy_link()})")
+        assert_consistent(tab, since, "\n".join(log))
 
 
 def tour(tab: Tab, log: list[str], expect: dict[str, set[str]]) -> None:

@@ -494,6 +494,22 @@ class Tab:
         return None
 
 
+    def copy_link(self) -> str:
+        """Press the Lessons page's Copy link: the link reaches the clipboard ("copied") or is selected for Ctrl+C
+        ("selected"); no script run starts. Returns which. Tabs grant the clipboard, so a copy is read back."""
+        root = self.page.locator('[data-testid="stMain"] .cl')
+        before, runs = int(root.get_attribute("data-copies") or 0), self.status()["runs"]
+        root.locator(".cl-btn").click()
+        expect(root).to_have_attribute("data-copies", str(before + 1), timeout=STEP_S * 1000)
+        how = root.get_attribute("data-copied")
+        assert how in ("copied", "selected"), f"Copy link ended as {how!r}"
+        expect(root.locator(".cl-status")).not_to_be_empty()
+        if how == "copied":
+            assert self.page.evaluate("navigator.clipboard.readText()") == root.locator(".cl-box").input_value()
+        self.settle()
+        assert self.status()["runs"] == runs, "Copy link started a script run"
+        return how
+
     # ---- lessons (issue 21)
     def add_view(self, note: str = "", title: str = "") -> int:
         """"Add this view to a lesson" in the sidebar, with a title and note; return the slides of your lesson."""
@@ -540,6 +556,7 @@ class Tabs:
 
     def __call__(self, viewport: dict | None = None) -> Tab:
         self.contexts.append(self.browser.new_context(viewport=viewport or VIEWPORT, accept_downloads=True))
+        self.contexts[-1].grant_permissions(["clipboard-read", "clipboard-write"], origin=self.url)  # Copy link
         return Tab(self.contexts[-1], self.url, self.log)
 
     def close(self) -> None:

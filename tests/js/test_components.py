@@ -16,7 +16,7 @@ from ui import components, payload
 
 HERE = Path(__file__).parent
 COMPONENTS = ("headview", "heatmap")  # the ones that read the attention payload
-LESSON_COMPONENTS = ("lesson_keys", "lesson_file")  # the lesson player's keys and file opener (ui/player.py)
+LESSON_COMPONENTS = ("lesson_keys", "lesson_file", "copy_link")  # the lesson player's keys, file opener, link box
 
 
 def node() -> str:
