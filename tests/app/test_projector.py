@@ -39,9 +39,9 @@ LOAD_MS = 180_000  # a page that computes on open (Training stability's gradient
 PATHS = ["" if entry.default else entry.path for entry in pages.PAGES]  # URL paths; the default page is ""
 MAIN = '[data-testid="stMain"]'
 # The head view (Inside a head) is a custom component: Streamlit 1.67 wraps it in stBidiComponentIsolated.
-# The lesson player's helpers (the key listener, the file opener) are components too, but no figure.
+# The lesson player's helpers (the key listener, the file opener, the link box) are components too, but no figure.
 FIGURE = (f'{MAIN} :is([data-testid="stPlotlyChart"], [data-testid="stGraphVizChart"], '
-          '[data-testid="stBidiComponentIsolated"]:not(:is(.st-key-lesson-file, .st-key-lesson-keys) *))')
+          '[data-testid="stBidiComponentIsolated"]:not(:is(.st-key-lesson-file, .st-key-lesson-keys, .st-key-lesson-link) *))')
 NO_FIGURE = ("check", "lessons")  # the quiz has questions, the Lessons page a list of slides
 # A page is drawn once the script is idle and every chart it started has its SVG.
 DRAWN_JS = """([ready]) => document.querySelector(ready)

@@ -499,6 +499,7 @@ class Tab:
         ("selected"); no script run starts. Returns which. Tabs grant the clipboard, so a copy is read back."""
         root = self.page.locator('[data-testid="stMain"] .cl')
         before, runs = int(root.get_attribute("data-copies") or 0), self.status()["runs"]
+        self.page.bring_to_front()  # the clipboard answers the focused page only (a walk's fresh tabs took the front)
         root.locator(".cl-btn").click()
         expect(root).to_have_attribute("data-copies", str(before + 1), timeout=STEP_S * 1000)
         how = root.get_attribute("data-copied")
