@@ -493,7 +493,6 @@ class Tab:
         self.settle(lambda: button.click(), timeout=LOAD_S if label.startswith(SLOW_BUTTONS) else STEP_S)
         return None
 
-
     def copy_link(self) -> str:
         """Press the Lessons page's Copy link: the link reaches the clipboard ("copied") or is selected for Ctrl+C
         ("selected"); no script run starts. Returns which. Tabs grant the clipboard, so a copy is read back."""
