@@ -468,20 +468,32 @@ export class PickSync {
 // What every component's view has: its root in the parent, hooks, a draw stamp, the layers it holds (each
 // handed to this.arrived(layer) as it lands) and the sync of its pick, which waits while ready() is false. A
 // subclass adds receive(bytes) and arrived(layer); mount() sets send.
-export class View {
-  constructor(parent, cls, ready) {
+// A component's scaffold: its root in the parent, its listeners (ended with it) and `send`, which mount() sets to
+// the component's trigger. The lesson helpers (the key listener, the file opener, the link box) are one as it is;
+// View adds what a map needs.
+export class Part {
+  constructor(parent, cls) {
     this.root = el("div", `ee ${cls}`);
     parent.appendChild(this.root);
     this.hooks = new Hooks();
-    this.stamp = new Stamp(this.root, this.hooks);
-    this.layers = new Layers((layer) => this.arrived(layer));
     this.send = () => {};
-    this.sync = new PickSync(this.hooks, ready, (name, value) => this.send(name, value));
   }
 
   destroy() {
     this.hooks.end();
     this.root.remove();
+  }
+}
+
+// What a component's data arrives as: the dict Streamlit passes, or its JSON text.
+export const given = (data) => (typeof data === "string" ? JSON.parse(data) : data);
+
+export class View extends Part {
+  constructor(parent, cls, ready) {
+    super(parent, cls);
+    this.stamp = new Stamp(this.root, this.hooks);
+    this.layers = new Layers((layer) => this.arrived(layer));
+    this.sync = new PickSync(this.hooks, ready, (name, value) => this.send(name, value));
   }
 }
 

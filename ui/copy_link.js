@@ -23,12 +23,10 @@ export const SAID = {
   selected: "Selected: press Ctrl+C (⌘C on a Mac) to copy it.",
 };
 
-class CopyLink {
+class CopyLink extends Part {
   constructor(parent) {
-    this.root = el("div", "ee cl");
-    parent.appendChild(this.root);
-    this.hooks = new Hooks();
-    Object.assign(this, { copies: 0, send: () => {} });
+    super(parent, "cl");
+    this.copies = 0;
     this.box = el("input", "cl-box");
     Object.assign(this.box, { type: "text", readOnly: true, spellcheck: false });
     this.button = el("button", "ee-btn cl-btn", "Copy link");
@@ -41,7 +39,7 @@ class CopyLink {
   }
 
   receive(data) {
-    const { link, label } = typeof data === "string" ? JSON.parse(data) : data;
+    const { link, label } = given(data);
     this.box.setAttribute("aria-label", label || "Link");
     if (this.box.value !== link) {
       this.box.value = link; // a value, never markup
@@ -63,11 +61,6 @@ class CopyLink {
     this.root.dataset.copied = how;
     this.root.dataset.copies = String((this.copies += 1)); // tests wait for the count: a click's own answer
     setText(this.status, SAID[how]);
-  }
-
-  destroy() {
-    this.hooks.end();
-    this.root.remove();
   }
 }
 

@@ -19,12 +19,10 @@ export async function message(file, n, max = MAX_BYTES) {
   return { ...about, data: base64(new Uint8Array(await file.arrayBuffer())) };
 }
 
-class FileOpen {
+class FileOpen extends Part {
   constructor(parent) {
-    this.root = el("div", "ee lf");
-    parent.appendChild(this.root);
-    this.hooks = new Hooks();
-    Object.assign(this, { n: 0, send: () => {} });
+    super(parent, "lf");
+    this.n = 0;
     this.input = el("input", "lf-input");
     Object.assign(this.input, { type: "file", accept: ".json,application/json" });
     this.button = el("button", "ee-btn lf-btn", "Open a lesson file…");
@@ -35,7 +33,7 @@ class FileOpen {
   }
 
   receive(data) {
-    const { label } = typeof data === "string" ? JSON.parse(data) : data;
+    const { label } = given(data);
     if (label) this.button.textContent = label;
   }
 
@@ -48,11 +46,6 @@ class FileOpen {
     this.status.textContent = "";
     this.root.dataset.sent = String(sent.n);
     this.send("file", sent);
-  }
-
-  destroy() {
-    this.hooks.end();
-    this.root.remove();
   }
 }
 

@@ -82,12 +82,9 @@ export class Follow {
   }
 }
 
-class Keys {
+class Keys extends Part {
   constructor(parent) {
-    this.root = el("div", "ee lk");
-    parent.appendChild(this.root);
-    this.hooks = new Hooks();
-    this.send = () => {};
+    super(parent, "lk");
     this.follow = new Follow((name, value) => this.send(name, value));
     const doc = pageOf(parent);
     if (doc) {
@@ -103,7 +100,7 @@ class Keys {
   }
 
   receive(data) {
-    const { slide, count } = typeof data === "string" ? JSON.parse(data) : data;
+    const { slide, count } = given(data);
     this.follow.answer(slide, count);
     this.root.dataset.slide = String(this.follow.at);
   }
@@ -113,11 +110,6 @@ class Keys {
     if (!d || !this.follow.count) return;
     e.preventDefault(); // Space and Page Down would scroll the page as well
     if (this.follow.press(d) !== null) this.root.dataset.slide = String(this.follow.at);
-  }
-
-  destroy() {
-    this.hooks.end();
-    this.root.remove();
   }
 }
 

@@ -252,3 +252,10 @@ test("fitsCanvas: only a canvas of that CSS size with its backing store at the s
     globalThis.window = before;
   }
 });
+
+test("given: a component's data as Streamlit passes it, a dict or its JSON text, read the same", () => {
+  const data = { link: "http://127.0.0.1:8501/lessons?lesson=x", label: "“quoted” <b>" };
+  assert.deepEqual(base.given(data), data);
+  assert.deepEqual(base.given(JSON.stringify(data)), data);
+  assert.throws(() => base.given("{not json"), SyntaxError);
+});
