@@ -403,10 +403,16 @@ class Tab:
         """Open a selectbox's list and return its options as shown."""
         box = self.container(key)
         box.locator("input").click()
-        if box.locator("input").get_attribute("aria-expanded") != "true":
-            box.locator('button[aria-haspopup="listbox"]').click()  # a click on the text only focuses it
+        try:  # the list may open a moment after the click; the button is a toggle, so press it only if it stayed shut
+            expect(box.locator("input")).to_have_attribute("aria-expanded", "true", timeout=5_000)
+        except AssertionError:
+            box.locator('button[aria-haspopup="listbox"]').click()  # the click on the text only focused it
         listbox = self.page.locator('[role="listbox"]').last
-        listbox.wait_for(timeout=10_000)
+        try:
+            listbox.wait_for(timeout=10_000)
+        except PlaywrightTimeout:  # say what the page showed (seed 2 once lost its list beside another worker)
+            state = self.page.evaluate(OPEN_STATE_JS, key)
+            raise AssertionError(f"the list of {key} never opened: {state}") from None
         return [t.strip() for t in listbox.locator('[role="option"]').all_inner_texts()]
 
     def pick_select(self, key: str, option: str) -> None:
@@ -546,6 +552,17 @@ class Tab:
         with self.page.expect_download(timeout=STEP_S * 1000) as info:
             button.click()
         return info.value.path().read_bytes()
+
+
+# Why a selectbox's list is not open: its input's state, the sidebar's, and the lists on the page.
+OPEN_STATE_JS = """(key) => {
+  const box = document.querySelector(`.st-key-${key}`), input = box?.querySelector('input');
+  const side = document.querySelector('[data-testid="stSidebar"]')?.getBoundingClientRect();
+  return {found: !!box, expanded: input?.getAttribute('aria-expanded'), focused: document.activeElement === input,
+          sidebar: side ? [Math.round(side.left), Math.round(side.width)] : null,
+          lists: document.querySelectorAll('[role="listbox"]').length, running: !document.querySelector(
+            '[data-testid="stApp"][data-test-script-state="notRunning"]')};
+}"""
 
 
 class Tabs:
