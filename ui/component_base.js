@@ -465,9 +465,6 @@ export class PickSync {
   }
 }
 
-// What every component's view has: its root in the parent, hooks, a draw stamp, the layers it holds (each
-// handed to this.arrived(layer) as it lands) and the sync of its pick, which waits while ready() is false. A
-// subclass adds receive(bytes) and arrived(layer); mount() sets send.
 // A component's scaffold: its root in the parent, its listeners (ended with it) and `send`, which mount() sets to
 // the component's trigger. The lesson helpers (the key listener, the file opener, the link box) are one as it is;
 // View adds what a map needs.
@@ -488,6 +485,9 @@ export class Part {
 // What a component's data arrives as: the dict Streamlit passes, or its JSON text.
 export const given = (data) => (typeof data === "string" ? JSON.parse(data) : data);
 
+// What every map's view adds to a Part: a draw stamp, the layers it holds (each handed to this.arrived(layer) as it
+// lands) and the sync of its pick, which waits while ready() is false. A subclass adds receive(bytes) and
+// arrived(layer).
 export class View extends Part {
   constructor(parent, cls, ready) {
     super(parent, cls);

@@ -411,7 +411,7 @@ class Tab:
         try:
             listbox.wait_for(timeout=10_000)
         except PlaywrightTimeout:  # say what the page showed (seed 2 once lost its list beside another worker)
-            state = self.page.evaluate(OPEN_STATE_JS, key)
+            state = self.page.evaluate(OPEN_STATE_JS, [key, READY])
             raise AssertionError(f"the list of {key} never opened: {state}") from None
         return [t.strip() for t in listbox.locator('[role="option"]').all_inner_texts()]
 
@@ -555,13 +555,12 @@ class Tab:
 
 
 # Why a selectbox's list is not open: its input's state, the sidebar's, and the lists on the page.
-OPEN_STATE_JS = """(key) => {
+OPEN_STATE_JS = """([key, ready]) => {
   const box = document.querySelector(`.st-key-${key}`), input = box?.querySelector('input');
   const side = document.querySelector('[data-testid="stSidebar"]')?.getBoundingClientRect();
   return {found: !!box, expanded: input?.getAttribute('aria-expanded'), focused: document.activeElement === input,
           sidebar: side ? [Math.round(side.left), Math.round(side.width)] : null,
-          lists: document.querySelectorAll('[role="listbox"]').length, running: !document.querySelector(
-            '[data-testid="stApp"][data-test-script-state="notRunning"]')};
+          lists: document.querySelectorAll('[role="listbox"]').length, running: !document.querySelector(ready)};
 }"""
 
 
