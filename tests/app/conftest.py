@@ -29,7 +29,7 @@ def walk_server() -> Iterator[tuple[str, ServerLog]]:
 
 @pytest.fixture
 def tabs(browser, walk_server) -> Iterator[Tabs]:
-    """A factory of tabs on the module's server, each in a fresh browser context (a fresh session)."""
+    """A factory of tabs on the module's server, each a new tab (a fresh session: new_tab)."""
     made = Tabs(browser, *walk_server)
     yield made
     made.close()

@@ -17,7 +17,7 @@ from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from devkit.client import LOOPBACK
-from devkit.server import streamlit_server
+from devkit.server import close_tab, streamlit_server
 from tests.app.test_browser import (
     CONTENT,
     EXCEPTION,
@@ -57,7 +57,7 @@ def first_visit(browser):
         page.outside = []  # every request that leaves this machine
         page.on("request", lambda r: None if local(r.url) else page.outside.append(r.url))
         yield page, App(url, ServerLog(proc.stdout))
-        page.context.close()
+        close_tab(page)
 
 
 def local(url: str) -> bool:

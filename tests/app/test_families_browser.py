@@ -4,7 +4,7 @@ with its sentence, not selectable); loaded, its maps show <s> and </s> and reada
 "Hide <s> / </s>" hides them. The ModernBERT-style preset in one click, its knobs and their URL round trip, and
 Compare with two models side by side.
 
-One server for the module (devkit.server), each test a fresh browser context; helpers from tests/app/walk.py.
+One server for the module (devkit.server), each test new tabs (fresh sessions); helpers from tests/app/walk.py.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import torch
 from playwright.sync_api import Page, expect
 
 from devkit.hostile_inputs import BY_ID, EMPTY_IDS, IDS
-from devkit.server import COUNT_RUNS
+from devkit.server import COUNT_RUNS, close_tab
 from encoder import load_pretrained, run
 from tests.app import test_browser
 from tests.app.test_browser import CHANGE_MS, LOAD_MS, App, assert_clean, new_page, query, settle
@@ -55,7 +55,7 @@ def page(browser) -> Iterator[Page]:
     page.outside = []  # every request that leaves this machine
     page.on("request", lambda r: page.outside.append(r.url) if not _local(r.url) else None)
     yield page
-    page.context.close()
+    close_tab(page)
 
 
 def _local(url: str) -> bool:

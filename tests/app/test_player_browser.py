@@ -3,7 +3,7 @@ in presentation mode, the URL following and a reload resuming; typing never chan
 from three pages, reordered, downloaded and opened again through the file opener, identical; its link in a fresh
 browser; and the hostile lesson files and links through the page.
 
-One server and one Chromium for the module; each test has fresh browser contexts (fresh sessions). Helpers that drive
+One server and one Chromium for the module; each test has new tabs (fresh sessions). Helpers that drive
 the app as a person does are in tests/app/walk.py.
 """
 

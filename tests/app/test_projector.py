@@ -24,7 +24,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from devkit.server import READY, streamlit_server
+from devkit.server import READY, close_tab, new_tab, streamlit_server
 from encoder.viz.style import FONT, MIN_PRESENT_FONT
 from encoder.viz.text import prose_px
 from tests.app.test_browser import SERVER_ENV, App, ServerLog, assert_clean, describe, settle
@@ -123,12 +123,11 @@ def app() -> Iterator[App]:
 
 
 def screen(browser: Browser, size: tuple[int, int]) -> Iterator[Page]:
-    """A page in a fresh browser context of this viewport size, closed afterwards."""
-    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
-    page = context.new_page()
+    """A new tab of this viewport size (new_tab: a fresh session, nothing kept in the browser), closed afterwards."""
+    page = new_tab(browser, {"width": size[0], "height": size[1]})
     page.dialogs = []
     yield page
-    context.close()
+    close_tab(page)
 
 
 @pytest.fixture(scope="module", params=VIEWPORTS, ids=[f"{w}x{h}" for w, h in VIEWPORTS])

@@ -21,7 +21,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from devkit.server import READY, ServerLog
+from devkit.server import READY, ServerLog, close_tab, new_tab
 from encoder.tokenizer import bundled_model_dir, special_tokens, tokenizer
 from encoder.viz.text import printable
 from ui import captions, checkpoints, lessons, pages, player, quiz, settings
@@ -222,10 +222,10 @@ def kind(message, payload: bytes) -> str | None:
 class Tab:
     """One browser tab on the app: watches the script's runs and the websocket, reads and drives the widgets."""
 
-    def __init__(self, context, base: str, log: ServerLog) -> None:
+    def __init__(self, page: Page, base: str, log: ServerLog) -> None:
         self.base, self.log = base, log
-        context.add_init_script(OBSERVER_JS)
-        self.page: Page = context.new_page()
+        page.add_init_script(OBSERVER_JS)
+        self.page = page
         self.ws_last = time.monotonic()
         self.rerun_asked = False  # the page asked the server for a run, and no run has finished since
         self.page.on("websocket", self._watch)
@@ -565,19 +565,21 @@ OPEN_STATE_JS = """([key, ready]) => {
 
 
 class Tabs:
-    """A factory of tabs on one server, each in a fresh browser context (a fresh session); close() ends them all."""
+    """A factory of tabs on one server, each a new tab (a fresh session, nothing kept in the browser: new_tab);
+    close() ends them all."""
 
     def __init__(self, browser, url: str, log: ServerLog) -> None:
-        self.browser, self.url, self.log, self.contexts = browser, url, log, []
+        self.browser, self.url, self.log, self.made = browser, url, log, []
 
     def __call__(self, viewport: dict | None = None) -> Tab:
-        self.contexts.append(self.browser.new_context(viewport=viewport or VIEWPORT, accept_downloads=True))
-        self.contexts[-1].grant_permissions(["clipboard-read", "clipboard-write"], origin=self.url)  # Copy link
-        return Tab(self.contexts[-1], self.url, self.log)
+        page = new_tab(self.browser, viewport or VIEWPORT, accept_downloads=True)
+        page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=self.url)  # Copy link
+        self.made.append(Tab(page, self.url, self.log))
+        return self.made[-1]
 
     def close(self) -> None:
-        for context in self.contexts:
-            context.close()
+        for tab in self.made:
+            close_tab(tab.page)
 
 
 # ------------------------------------------------------------------------------------------- screen vs the URL
