@@ -159,8 +159,8 @@ def two_models(fr: ui.Frame, trace: Trace, top: Any) -> None:
     picks = [col.container(horizontal=True, vertical_alignment="bottom") for col in (left, right)]
     if fr.present:  # 120 px: with the Layer slider's least width (8 rem) and Head, one line in a 1024 px projector's column
         model_at = picks[1].container(width=120)
-    second = ui.widget("model_b", model_at, options=ui.model_choices(), format_func=ui.model_label,
-                       label_visibility=labels)
+    second = ui.widget("model_b", model_at, options=ui.model_choices(),
+                       format_func=ui.short_model_label if fr.present else ui.model_label, label_visibility=labels)
     values_b = dict(fr.values, model=second)
     try:
         key_b = ui.model_key_of(values_b)  # a custom second model: the sidebar's config

@@ -90,6 +90,15 @@ def model_label(choice: str) -> str:
     return f"Checkpoint: {choice.removeprefix(settings.CHECKPOINT_PREFIX)}"
 
 
+def short_model_label(choice: str) -> str:
+    """The model's name in a word, for a box a projector leaves narrow; the titles beside it name it in full."""
+    if choice == settings.PRETRAINED:
+        return settings.PRETRAINED_SHORT
+    if choice == settings.CUSTOM:
+        return settings.CUSTOM_SHORT
+    return choice.removeprefix(settings.CHECKPOINT_PREFIX)
+
+
 def model_choices() -> list[str]:
     """The sidebar's model options: the pretrained model (if installed), custom, and the operator's checkpoints."""
     choices = [settings.PRETRAINED] if pretrained_available() else []

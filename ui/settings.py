@@ -25,6 +25,7 @@ CUSTOM = "custom"
 CHECKPOINT_PREFIX = "ckpt:"
 PRETRAINED_LABEL = "all-MiniLM-L6-v2 (pretrained)"
 CUSTOM_LABEL = "Custom (random init)"
+PRETRAINED_SHORT, CUSTOM_SHORT = "MiniLM", "Custom"  # in a box a projector leaves narrow (Compare's second model)
 AUTO_DEVICE = "auto"  # the device setting that lets encoder.pick_device choose
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."

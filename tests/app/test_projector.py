@@ -680,6 +680,10 @@ def test_compares_two_models_are_whole_on_the_first_screen(projector, app):
     where = f"/side-by-side?compare=models at {page.viewport_size}"
     assert len(maps) == 2 and all(re.fullmatch(r"layer \d+, head \d+ · \d+ \S+ tokens", m["subtitle"]) for m in maps), (
         f"{where}: each map names its layer and head: {[m['subtitle'] for m in maps]}")
+    # The second model's box, 120 px beside its Layer and Head, names it whole: presenting, in a word.
+    box = page.evaluate("""() => { const i = document.querySelector('.st-key-w-model_b input');
+      return i && {value: i.value, scroll: i.scrollWidth, width: i.clientWidth}; }""")
+    assert box and box["value"] == "Custom" and box["scroll"] <= box["width"], f"{where}: the second model's box: {box}"
     for m in maps:
         assert m["top"] >= m["header"] - 1 and m["bottom"] <= m["vh"] + 1, f"{where}: not whole at first load: {m}"
         assert min(m["fonts"]) >= MIN_PRESENT_FONT, f"{where}: labels below 14 px: {m['fonts']}"

@@ -47,6 +47,7 @@ PATH_ALIASES = {f"/{entry.path}": entry.url for entry in pages.PAGES if entry.de
 SMALL = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2"}
 BROKEN = ("This view ran into a problem", "This app has encountered an error")
 MODEL_NAMES = {settings.PRETRAINED: settings.PRETRAINED_LABEL, settings.CUSTOM: settings.CUSTOM_LABEL}
+SHORT_NAMES = {settings.PRETRAINED: "MiniLM", settings.CUSTOM: "Custom"}
 QUIZ = {q.id: q for q in quiz.QUESTIONS}
 
 # Counts the script runs the page has seen (data-test-script-state turning "running") and when the state last moved.
@@ -599,6 +600,9 @@ def expected_display(key: str, values: dict[str, Any]) -> str | None:
         return q.options[int(c)] if c.isdigit() and int(c) < len(q.options) else None
     if key == "lesson":  # the Lessons page shows a lesson's title; no lesson named yet: the first on offer
         return player.ref_label(values["lesson"] or lessons.catalogue()[0].ref)
+    if key == "model_b" and values["present"]:  # presenting, Compare's second model has a box 120 px wide
+        value = values[key]
+        return SHORT_NAMES.get(value, value.removeprefix(settings.CHECKPOINT_PREFIX))
     if key in ("model", "model_b"):
         value = values[key]
         return MODEL_NAMES.get(value, f"Checkpoint: {value.removeprefix(settings.CHECKPOINT_PREFIX)}")
