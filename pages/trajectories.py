@@ -19,7 +19,8 @@ def choose_tokens(tokens: list[str]) -> list[str]:
     chosen = [w for w in ui.state.get("follow").split() if w in options]
     st.session_state[FOLLOW_KEY] = chosen  # re-created from the store on every run, like ui.widget's widgets
     st.multiselect("Tokens to highlight", options, key=FOLLOW_KEY, format_func=printable, on_change=purpose.commit_words,
-                   args=(FOLLOW_KEY, "follow"), placeholder="Choose tokens to follow through the layers")
+                   args=(FOLLOW_KEY, "follow"), placeholder="Choose tokens to follow through the layers",
+                   label_visibility="collapsed" if ui.state.get("present") else "visible")  # the chart's room
     return chosen
 
 
@@ -32,7 +33,7 @@ def trajectories_view() -> None:
     highlight = [i for word in chosen for i, t in enumerate(tokens) if t == word]  # colours follow this order
     points, shares = purpose.get_trajectories(fr)  # (depth, seq, 2), the two components' shares of the variance
     name = export.export_name(trace, "trajectories")
-    subtitle = f"“{label(' '.join(trace.text.split()), 90)}”"
+    subtitle = "" if fr.present else f"“{label(' '.join(trace.text.split()), 90)}”"  # presenting: the bar shows it
     # Built once per trace, highlight and view for every session (ui.kept_figure), like the projection itself.
     st.plotly_chart(ui.kept_figure(trace, ("trajectories", tuple(highlight), fr.present), lambda: fig.trajectories(
                         points, tokens, highlight, shares, subtitle=subtitle, presentation=fr.present)),

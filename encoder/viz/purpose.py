@@ -23,6 +23,7 @@ from .text import label, printable
 HIGHLIGHT_COLOURS = ("#e8590c", "#1c7ed6", "#2f9e44", "#ae3ec9", "#f08c00", "#0c8599", "#c2255c", "#5c940d")
 OTHER_COLOUR = "#adb5bd"
 MAX_PATH_LABELS = 40  # above this many tokens only the highlighted paths carry their token as text
+PRESENT_TALL = 520  # px: the trajectories figure presenting, under the token box, whole on a 720 px screen
 MIN_PLOT_WIDTH = 480  # px: the narrowest trajectories plot whose labels are placed clear of each other (a projector's)
 
 
@@ -125,7 +126,9 @@ def trajectories(points: Tensor | np.ndarray, tokens: list[str], highlight: Sequ
     shares = list(explained) if explained is not None else None
     pcs = [f"PC{i + 1}" + (f" ({shares[i]:.0%} of the variance)" if shares else "") for i in range(2)]
     title = f"Token trajectories through {depth - 1} layers"  # the axes say it is a 2-D projection (PC1, PC2)
-    layout = style.layout(title, presentation, subtitle, height=700)
+    # Presenting, one unit as long on both axes makes the height the plot's measure: the page leaves the sentence to the
+    # presentation bar and folds the token box's label away, so the figure may be PRESENT_TALL (whole at 1280 x 720).
+    layout = style.layout(title, presentation, subtitle, height=700, tallest=PRESENT_TALL)
     ticks = dict(tickfont=dict(size=size - 4)) if presentation else {}  # plotly's default is ~0.7 of the font size
     xrange, yrange = _fitted(p[..., 0]), _fitted(p[..., 1])
     # constrain="domain": one unit as long on both axes by narrowing the plot, never by widening a range

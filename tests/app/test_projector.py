@@ -524,12 +524,16 @@ TRAJECTORY_JS = f"""() => {{
   return {{labels: [...gd.querySelectorAll('.annotation-text-g')].map(a => {{
             const b = a.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom, a.textContent]; }}),
           x: gd._fullLayout.xaxis.range, y: gd._fullLayout.yaxis.range, xs: span('x'), ys: span('y'),
+          plot: [gd._fullLayout.xaxis._length, gd._fullLayout.yaxis._length],
+          bottom: gd.getBoundingClientRect().bottom, vh: innerHeight,
           fonts: [...gd.querySelectorAll('.annotation-text')].map(t => parseFloat(getComputedStyle(t).fontSize))}};
 }}"""
 
 
 def test_trajectory_labels_never_overlap_and_the_axes_span_the_points(projector, app):
-    """Issue 23: "emb" printed over "animal (L5)", and an x axis from -25 to 20 for points from -10 to 5."""
+    """Issue 23: "emb" printed over "animal (L5)", and an x axis from -25 to 20 for points from -10 to 5. Then the
+    plot was 280 x 230 px at 1280 x 720 (one unit as long on both axes in a 420 px figure below the sentence): the
+    sentence is now the presentation bar's, and the figure, whole on the first screen, gives the plot 320 px or more."""
     page, since = projector, len(app.log.lines)
     open_page(page, app, "trajectories")
     wait_for_figure(page, app, FIGURE, "Token trajectories")  # a chart may mount after its run has ended
@@ -540,6 +544,9 @@ def test_trajectory_labels_never_overlap_and_the_axes_span_the_points(projector,
     t = page.evaluate(TRAJECTORY_JS)
     names = [b[4] for b in t["labels"]]
     assert {"it (L5)", "animal (L5)", "street (L5)"} <= set(names), names  # the highlighted paths are named
+    assert "emb" in names, names  # and where one starts
+    assert min(t["plot"]) >= 320 and t["bottom"] <= t["vh"] + 1, f"at {page.viewport_size}: plot {t['plot']} px, " \
+        f"the figure's bottom at {t['bottom']} px"
     for a, b in itertools.combinations(t["labels"], 2):
         overlap = min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5
         assert not overlap, f"{a[4]!r} overprints {b[4]!r} at {page.viewport_size}: {a[:4]} {b[:4]}"
