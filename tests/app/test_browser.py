@@ -399,10 +399,10 @@ def test_a_pair_of_maps_scrolls_sideways_on_a_phone_instead_of_squeezing(page, a
     # Plotly may first draw at the column's width and redraw once the box's min-width applies (seen once at 420 px:
     # a 388 px chart read right after the first drawing): read the sizes once the chart has its width.
     narrow = width < ui.PAIR_MIN_PX
-    try:
-        page.wait_for_function(f"""() => {{ const b = document.querySelector('.st-key-{key}'), s = ({PAIR_BOX_JS})(b);
-            return {'s.chart >= ' + str(ui.PAIR_MIN_PX - 1) if narrow else 'Math.abs(s.chart - s.box) <= 1'}; }}""",
-                               timeout=5_000, polling=100)
+    try:  # arg: the least chart width on a phone, 0 where the chart takes the box's width
+        page.wait_for_function(f"""([key, least]) => {{ const s = ({PAIR_BOX_JS})(document.querySelector(`.st-key-${{key}}`));
+            return least ? s.chart >= least - 1 : Math.abs(s.chart - s.box) <= 1; }}""",
+                               arg=[key, ui.PAIR_MIN_PX if narrow else 0], timeout=5_000, polling=100)
     except PlaywrightTimeout:
         pass  # the asserts below say what it stayed at
     sizes = page.locator(f".st-key-{key}").evaluate(PAIR_BOX_JS)

@@ -47,7 +47,7 @@ PATH_ALIASES = {f"/{entry.path}": entry.url for entry in pages.PAGES if entry.de
 SMALL = {"model": "custom", "d_model": "64", "num_heads": "4", "d_ff": "128", "num_layers": "2"}
 BROKEN = ("This view ran into a problem", "This app has encountered an error")
 MODEL_NAMES = {settings.PRETRAINED: settings.PRETRAINED_LABEL, settings.CUSTOM: settings.CUSTOM_LABEL}
-SHORT_NAMES = {settings.PRETRAINED: "MiniLM", settings.CUSTOM: "Custom"}
+SHORT_NAMES = {settings.PRETRAINED: settings.PRETRAINED_SHORT, settings.CUSTOM: settings.CUSTOM_SHORT}
 QUIZ = {q.id: q for q in quiz.QUESTIONS}
 
 # Counts the script runs the page has seen (data-test-script-state turning "running") and when the state last moved.
