@@ -11,6 +11,7 @@
 const LUT = 4096; // colour lookup steps over the scale: within 0.1 of a colour level of exact interpolation
 const MAX_SIDE = 640; // the map's largest side in px outside presentation mode
 const BAR_W = 18;
+const BAR_ROWS = 512; // the colour bars' rows, drawn once per palette
 const DIGITS = 10000; // ui/payload.py DIGITS: an exact map travels as round(value * 10^4)
 const LABEL_GAP = 1.45; // labels this many font sizes apart at least: x labels turned 45° then clear each other
 const UNCOMPUTED = [233, 236, 239]; // rows a measure did not compute (attention flow: one row), never a colour
@@ -248,7 +249,7 @@ export function mapTitle({ s, m, tokens, H, train, hidden }) {
 }
 
 // A colour bar: the palette from the top of the scale (top of the canvas) down to 0. Drawn again only when the
-// palette or the canvas's size changed (fitCanvas empties it: resized() forgets it).
+// palette or its backing store changed (a new size empties it: sizeBar() forgets it).
 const BARS = new WeakMap(); // canvas -> the palette drawn on it
 function drawBar(canvas, lut) {
   if (BARS.get(canvas) === lut) return;
@@ -262,10 +263,14 @@ function drawBar(canvas, lut) {
   }
 }
 
-function resized(canvas, w, h) {
-  if (fitsCanvas(canvas, w, h)) return;
-  BARS.delete(canvas);
-  fitCanvas(canvas, w, h);
+// A colour bar h px tall: its backing store is BAR_ROWS rows at every height (the palette runs smoothly from one
+// colour to the next, so CSS may stretch it), so a new side neither reallocates nor repaints it.
+function sizeBar(canvas, h) {
+  if (canvas.height !== BAR_ROWS) {
+    Object.assign(canvas, { width: BAR_W, height: BAR_ROWS });
+    BARS.delete(canvas);
+  }
+  Object.assign(canvas.style, { width: `${BAR_W}px`, height: `${h}px` });
 }
 
 // Five tick labels from 0 to top beside a bar at x, from y (top) down `height` px, in `box`: its five spans are
@@ -320,6 +325,9 @@ class AttentionMap extends View {
     this.fig = el("div", "hm-fig");
     this.mapTitles = [0, 1].map(() => el("div", "hm-axis hm-maptitle"));
     this.maps = [0, 1].map(() => el("canvas", "hm-map"));
+    // The left map has a canvas for each layout (one map, or raw beside a measure), each kept at its size: Beside raw
+    // swaps one for the other. Resizing one instead (a new backing store, a new layer) made that click miss its frame.
+    this.lefts = [this.maps[0], el("canvas", "hm-map")];
     this.xTicks = [0, 1].map(() => el("div", "hm-ticks"));
     this.xTitles = [0, 1].map(() => el("div", "hm-axis hm-xtitle", "key (attended to)"));
     this.yTitle = el("div", "hm-axis hm-ytitle", "query (attending)");
@@ -501,6 +509,18 @@ class AttentionMap extends View {
     this.top = top;
     this.fig.style.setProperty("--font", `${font}px`);
     Object.assign(this.fig.style, { width: `${left + mapsW + right}px`, height: `${top + side + bottom}px` });
+    const first = this.lefts[pair ? 1 : 0];
+    if (this.maps[0] !== first) {
+      this.maps[0].replaceWith(first);
+      this.maps[0] = first;
+    }
+    // The other layout's canvases get their size now and their backing stores (a first drawing) in idle time.
+    const o = mapFrame({ widest: this.widest(font, family), font, width, room, K, maps: pair ? 1 : 2 });
+    for (const c of pair ? [this.lefts[0]] : [this.lefts[1], this.maps[1]]) {
+      if (fitsCanvas(c, o.side, o.side)) continue;
+      fitCanvas(c, o.side, o.side);
+      this.hooks.idle(() => c.getContext("2d").clearRect(0, 0, 1, 1));
+    }
     this.maps.forEach((c, i) => {
       const on = i === 0 || pair;
       for (const e of [c, this.xTicks[i], this.xTitles[i], this.mapTitles[i]]) e.hidden = !on;
@@ -512,7 +532,7 @@ class AttentionMap extends View {
       this.mapTitles[i].hidden = !pair;
     });
     const barX = left + mapsW + 12;
-    resized(this.cbar, BAR_W, side);
+    sizeBar(this.cbar, side);
     Object.assign(this.cbar.style, { left: `${barX}px`, top: `${top}px` });
     Object.assign(this.yTitle.style, { left: "0px", top: `${top + side / 2}px` });
     Object.assign(this.cTitle.style, { left: `${barX + BAR_W + font * 3.2}px`, top: `${top + side / 2}px` });
@@ -554,7 +574,7 @@ class AttentionMap extends View {
     this.grid.style.setProperty("--font", `${font}px`);
     fitCanvas(this.thumbCanvas, f.W, f.H);
     f.bar = { x: f.W + 8, y: f.top + (this.s.view === "model" ? 0 : f.label), h: Math.min(f.cell * f.rows, 300) };
-    resized(this.thumbBar, BAR_W, f.bar.h);
+    sizeBar(this.thumbBar, f.bar.h);
     Object.assign(this.thumbBar.style, { left: `${f.bar.x}px`, top: `${f.bar.y}px` });
     Object.assign(this.grid.style, { width: `${f.W + BAR_W + font * 4 + 16}px`, height: `${f.H}px` });
     const labels = [];
@@ -953,11 +973,11 @@ class AttentionMap extends View {
     onButton(h, this.flagBox, "flag", (f, e) => this.change(e, { [f]: !this.s[f] }));
     h.listen(this.measureSelect, "change", (e) => this.change(e, { measure: this.measureSelect.value }));
     h.listen(this.buttons.PNG, "click", () => this.exportPng());
-    this.maps.forEach((c, i) => {
+    for (const c of new Set([...this.lefts, ...this.maps])) {
       h.listen(c, "mousemove", (e) => this.hover(e, c));
       h.listen(c, "mouseleave", () => this.hover(null));
-      h.listen(c, "click", (e) => this.clickMap(e, c, i));
-    });
+      h.listen(c, "click", (e) => this.clickMap(e, c));
+    }
     h.listen(this.thumbCanvas, "mousemove", (e) => this.hoverThumb(e));
     h.listen(this.thumbCanvas, "mouseleave", () => this.hoverThumb(null));
     h.listen(this.thumbCanvas, "click", (e) => this.clickThumb(e));

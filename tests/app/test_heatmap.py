@@ -59,6 +59,11 @@ STATE_JS = f"""() => {{
 # The map canvases' pixels as PNG data URLs (the backing stores: one block of pixels per cell), left to right.
 PIXELS_JS = f"""() => [...{HM}().querySelectorAll('canvas.hm-map')].filter(c => c.checkVisibility())
   .map(c => c.toDataURL('image/png'))"""
+# Whether each map on screen has a backing store of its size on screen (at the screen's pixel ratio).
+MAPS_FIT_JS = f"""() => [...{HM}().querySelectorAll('canvas.hm-map')].filter(c => c.checkVisibility()).map(c => {{
+  const b = c.getBoundingClientRect();
+  return c.width === Math.round(b.width * devicePixelRatio) && c.height === Math.round(b.height * devicePixelRatio);
+}})"""
 # Hover cells by mouse events on the (last) map, in one task (so nothing can arrive between them): the readouts.
 # Mouse events land on whole pixels: the pixel nearest the cell's centre that lies in it.
 HOVER_JS = f"""(cells) => {{
@@ -287,6 +292,18 @@ def test_beside_raw_shares_one_colour_scale_and_settled_runs_send_only_what_is_l
     page.locator('.hm button[data-flag="beside"]').click()
     s = wait_state(page, lambda s: "beside" not in url_params(s) and int(s["payloads"]) > payloads + 1)
     assert s["received"] == "" and s["runs"] == 2, s["received"]  # the exact map is the same one: nothing to send
+    # One map and two keep a left canvas each (Beside raw swaps them): each drawn whole, at the size it is shown.
+    sel = dict(sel, head=5)
+    exact = heatmap.plane(values, sel, keep, True).numpy()
+    assert_pixels(page, [cell_colours(exact / exact.max())], "value-weighted alone, after Beside raw")
+    assert page.evaluate(MAPS_FIT_JS) == [True]
+    page.locator('.hm button[data-flag="beside"]').click()
+    wait_state(page, lambda s: url_params(s).get("beside") == "true")
+    raw = heatmap.plane(trace.attention, sel, keep, True).numpy()
+    top = max(raw.max(), exact.max())
+    raw_shown = browser_plane(held(trace.attention, [1.0] * 6, 123), sel, keep, True)
+    assert_pixels(page, [cell_colours(raw_shown / top), cell_colours(exact / top)], "raw beside value-weighted again")
+    assert page.evaluate(MAPS_FIT_JS) == [True, True]
     assert_clean(page, app)
 
 
