@@ -519,7 +519,9 @@ class AttentionMap extends View {
     for (const c of pair ? [this.lefts[0]] : [this.lefts[1], this.maps[1]]) {
       if (fitsCanvas(c, o.side, o.side)) continue;
       fitCanvas(c, o.side, o.side);
-      this.hooks.idle(() => c.getContext("2d").clearRect(0, 0, 1, 1));
+      this.hooks.idle(() => { // unless a click has shown and drawn it meanwhile
+        if (!c.isConnected || c.hidden) c.getContext("2d").clearRect(0, 0, 1, 1);
+      });
     }
     this.maps.forEach((c, i) => {
       const on = i === 0 || pair;
