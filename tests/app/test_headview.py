@@ -546,3 +546,60 @@ def test_leaving_the_columns_shows_the_overview_of_what_is_chosen_now(page, app)
     page.mouse.move(2, 2)
     wait_state(page, lambda s: not s["focus"] and not s["pinned"])
     assert page.evaluate(OVERVIEW_JS) == layer2  # layer 2's overview, not the kept picture of layer 3
+
+
+# Each token row's left edge and width; the token row under a point (in the component's shadow root).
+ROWS_JS = f"""() => [...({HV})().querySelectorAll('.hv-tok')].map(e => {{
+  const b = e.getBoundingClientRect(); return [Math.round(b.left), Math.round(b.width)]; }})"""
+UNDER_JS = f"""([x, y]) => {{
+  const t = ({HV})().getRootNode().elementFromPoint(x, y)?.closest('.hv-tok');
+  if (!t) return null;
+  const col = t.parentElement;
+  return [col.classList.contains('hv-right') ? 'right' : 'left', [...col.querySelectorAll('.hv-tok')].indexOf(t)];
+}}"""
+# The numbers in sight (on their box's first line; the rest wrapped below it, out of sight): each whole or cut, per
+# row; and every token's text whether cut (an ellipsis).
+NUMBERS_JS = f"""() => {{
+  const r = ({HV})();
+  const rows = [...r.querySelectorAll('.hv-left .hv-w')].map(w => {{
+    const b = w.getBoundingClientRect();
+    return [...w.children].filter(s => s.textContent && s.getBoundingClientRect().top < b.bottom - 1).map(s => {{
+      const n = s.getBoundingClientRect(); return n.left >= b.left - 0.5 && n.right <= b.right + 0.5; }}); }});
+  const cut = [...r.querySelectorAll('.hv-text')].filter(t => t.scrollWidth > t.clientWidth).map(t => t.textContent);
+  return {{rows, cut}};
+}}"""
+
+
+def test_rows_stay_put_from_query_to_key_and_numbers_show_whole(page, app):
+    """Both columns keep the numbers' room, so hovering a key (here at its left edge) moves no row and the key stays
+    under the pointer: when only the keys' column had that room, the queries' column widened on a key's hover and
+    slid the key away from the pointer. With all 12 heads the numbers that fit show whole and no token is cut."""
+    open_view(page, app)
+    rows = page.evaluate(ROWS_JS)
+    token(page, "left", 5).hover()
+    wait_state(page, lambda s: s["focus"] == "q5" and s["lines"])
+    assert page.evaluate(ROWS_JS) == rows
+    box = token(page, "right", 5).bounding_box()
+    at = [box["x"] + 2, box["y"] + box["height"] / 2]
+    page.mouse.move(*at)
+    wait_state(page, lambda s: s["focus"] == "k5" and s["lines"])
+    assert page.evaluate(ROWS_JS) == rows
+    assert page.evaluate(UNDER_JS, at) == ["right", 5]
+
+    page.locator(".hv button", has_text="Several heads").click()
+    for h in range(12):
+        if h != settings.SETTINGS["head"].default:
+            page.locator(f'.hv button[data-head="{h}"]').click()
+    wait_state(page, lambda s: s["heads"] == ",".join(map(str, range(12))))
+    box = token(page, "right", 5).bounding_box()  # the numbers' room is now twelve numbers wide
+    at = [box["x"] + 2, box["y"] + box["height"] / 2]
+    rows = page.evaluate(ROWS_JS)
+    page.mouse.move(*at)
+    s = wait_state(page, lambda s: s["focus"] == "k5" and len({h for _, _, h, _ in s["lines"]}) == 12)
+    shown = page.evaluate(NUMBERS_JS)
+    assert len(shown["rows"]) == len(s["left"]) and all(shown["rows"]), shown  # numbers on every query's row
+    assert all(all(row) for row in shown["rows"]), shown["rows"]  # each whole
+    assert shown["cut"] == [], shown["cut"]
+    assert page.evaluate(ROWS_JS) == rows
+    assert page.evaluate(UNDER_JS, at) == ["right", 5]
+    assert_clean(page, app)
