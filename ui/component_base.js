@@ -357,6 +357,48 @@ export class Hooks {
     this.undo.push(() => moved.disconnect());
   }
 
+  // A status line whose height changes only with its width: a longer or shorter text (a hover's one line after the
+  // overview's two, a readout that wraps) would move everything below it, and another row or cell under the
+  // pointer. On a new width it keeps the room of the tallest of its text and the texts `longest()` says it may show,
+  // measured in idle time (in the frame of the click that changed it, it cost that click its frame); it grows at
+  // once if a text needs more. Returns refit(): measure again, for when what it may show changed at the same width.
+  holdHeight(node, longest = () => []) {
+    let width = -1;
+    let queued = false;
+    node.style.boxSizing = "border-box";
+    const fit = () => {
+      queued = false;
+      node.style.minHeight = "";
+      const text = node.textContent;
+      const box = node.getBoundingClientRect();
+      width = box.width;
+      let tallest = box.height;
+      for (const sample of longest()) { // text only, and put back before anything is painted
+        node.textContent = sample;
+        tallest = Math.max(tallest, node.getBoundingClientRect().height);
+      }
+      if (node.textContent !== text) node.textContent = text;
+      node.style.minHeight = `${tallest}px`;
+    };
+    const refit = () => {
+      if (queued) return;
+      queued = true;
+      this.idle(fit);
+    };
+    const obs = new ResizeObserver(([entry]) => {
+      const { inlineSize, blockSize } = entry.borderBoxSize[0];
+      if (Math.abs(inlineSize - width) >= 0.5) {
+        width = inlineSize;
+        refit();
+      } else if (blockSize > parseFloat(node.style.minHeight || "0") + 0.5) {
+        node.style.minHeight = `${blockSize}px`;
+      }
+    });
+    obs.observe(node);
+    this.undo.push(() => obs.disconnect());
+    return refit;
+  }
+
   later(fn, ms) {
     const id = setTimeout(() => {
       this.timers.delete(id);

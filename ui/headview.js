@@ -311,6 +311,11 @@ class HeadView extends View {
     this.marked = [];
     const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
     this.root.style.setProperty("--nums", String(Math.max(1, all.length))); // the number boxes keep room for this many
+    const says = `${this.T}|${this.name}|${all.length}|${this.lines.key}|${this.coarse}`;
+    if (says !== this.says && this.refitStatus) { // the longest status line changed: its room is measured again
+      this.says = says;
+      this.refitStatus();
+    }
     this.root.focusLines = [];
     this.numbers = null;
     if (this.focus) this.drawFocus(all);
@@ -453,25 +458,43 @@ class HeadView extends View {
     const labelled = side === "q" ? "k" : "q";
     if (this.root.dataset.labels !== labelled) this.root.dataset.labels = labelled;
     this.numbers = { side: labelled, labels, digits: this.coarse ? 2 : 3 };
-    const pinnedNote = this.pinned ? " (pinned: click again to release)" : "";
     if (this.hover !== null && this.pinned) {
       const j = this.hover;
       const [q, k] = side === "q" ? [i, j] : [j, i];
-      const half = this.layers.halfStep(this.layer);
-      const who = (n) => (all[n].head === "avg" ? "average" : all[n].head === "layer" ? this.lines.label
-        : `head ${all[n].head}`);
-      const parts = labels[j].map(([w], n) => `${who(n)} ${weightText(w, half)}`);
-      this.say(pairText(this.tokens, q, k, parts.join(", ")));
+      this.say(this.pairStatus(q, k, all, labels[j].map(([w]) => w)));
     } else {
-      const who = `“${this.tokens[i]}” (${i})`;
-      if (this.lines.key !== "raw") {
-        this.say(side === "q" ? `${who} takes from each token the share beside it (${this.lines.label})${pinnedNote}.`
-          + this.precision() : `Every position's value on ${who} (${this.lines.label})${pinnedNote}.${this.precision()}`);
-        return;
-      }
-      this.say(side === "q" ? `${who} attends to each key with the weight beside it${pinnedNote}.${this.precision()}`
-        : `Every query's weight on ${who}${pinnedNote}.${this.precision()}`);
+      this.say(this.focusStatus(side, i, this.pinned));
     }
+  }
+
+  // A focused token's status line: what its lines and the numbers beside the other column are.
+  focusStatus(side, i, pinned) {
+    const who = `“${this.tokens[i]}” (${i})`;
+    const note = pinned ? " (pinned: click again to release)" : "";
+    if (this.lines.key !== "raw") {
+      return side === "q" ? `${who} takes from each token the share beside it (${this.lines.label})${note}.`
+        + this.precision() : `Every position's value on ${who} (${this.lines.label})${note}.${this.precision()}`;
+    }
+    return side === "q" ? `${who} attends to each key with the weight beside it${note}.${this.precision()}`
+      : `Every query's weight on ${who}${note}.${this.precision()}`;
+  }
+
+  // The pinned token's pair with the hovered one: every series' weight of it.
+  pairStatus(q, k, all, weights) {
+    const half = this.layers.halfStep(this.layer);
+    const who = (n) => (all[n].head === "avg" ? "average" : all[n].head === "layer" ? this.lines.label
+      : `head ${all[n].head}`);
+    return pairText(this.tokens, q, k, weights.map((w, n) => `${who(n)} ${weightText(w, half)}`).join(", "));
+  }
+
+  // The longest status lines the view can show now (the longest token, pinned; every series' weight): the room its
+  // line keeps (Hooks.holdHeight), so that no hover's text pushes the rows down from under the pointer.
+  longestStatus() {
+    if (!this.tokens || !this.layers.has(this.layer)) return [];
+    const i = this.tokens.reduce((a, t, n) => (t.length > this.tokens[a].length ? n : a), 0);
+    const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
+    return [this.focusStatus("q", i, true), this.focusStatus("k", i, true),
+      this.pairStatus(i, i, all, all.map(() => 0.5))];
   }
 
   precision() {
@@ -566,6 +589,7 @@ class HeadView extends View {
       });
     }
     h.resized(this.mid, () => this.layout());
+    this.refitStatus = h.holdHeight(this.status, () => this.longestStatus()); // rows stay put whatever a hover says
     // Scrolling (the page's, wherever it scrolls) may bring rows past the focus canvas's band into sight.
     let queued = false;
     h.listen(document, "scroll", () => {

@@ -11,6 +11,8 @@
 const LUT = 4096; // colour lookup steps over the scale: within 0.1 of a colour level of exact interpolation
 const MAX_SIDE = 640; // the map's largest side in px outside presentation mode
 const BAR_W = 18;
+const COARSE_READ = "Hover a cell for its value. Colours from 8-bit values (± 0.002 of the largest) until the exact "
+  + "ones arrive.";
 const BAR_ROWS = 512; // the colour bars' rows, drawn once per palette
 const DIGITS = 10000; // ui/payload.py DIGITS: an exact map travels as round(value * 10^4)
 const LABEL_GAP = 1.45; // labels this many font sizes apart at least: x labels turned 45° then clear each other
@@ -633,6 +635,11 @@ class AttentionMap extends View {
     setText(this.note, refused ? "" : noteText({ layer: this.s.view === "model" ? null : this.s.layer,
       shares: this.shares, measure: this.s.measure,
       meta: this.meta, specialNames: this.specialNames }));
+    const reads = `${this.s.view}|${this.s.measure}|${this.tokens?.join("\u0000")}`;
+    if (reads !== this.reads && this.refitRead) { // the longest readout changed: its room is measured again
+      this.reads = reads;
+      this.refitRead();
+    }
     Object.assign(this.root.dataset, { view: this.s.view, layer: String(this.s.layer), head: String(this.s.head),
       avg: this.s.avg ? "1" : "0", hide: this.s.hide_special ? "1" : "0", scale: this.s.scale, measure: this.s.measure,
       beside: this.s.beside ? "1" : "0", query: String(this.s.query), held: this.heldText() });
@@ -797,8 +804,7 @@ class AttentionMap extends View {
     for (const k of ["q", "k", "weight", "exact"]) delete r[k];
     if (!this.at || !shown || this.s.view !== "head") {
       const coarse = shown && shown.some((x) => !x.exact && x.half >= 5e-5);
-      this.read.textContent = coarse ? "Hover a cell for its value. Colours from 8-bit values (± 0.002 of the largest) "
-        + "until the exact ones arrive." : "Hover a cell for its value.";
+      this.read.textContent = coarse ? COARSE_READ : "Hover a cell for its value.";
       return;
     }
     const { q, k } = this.at;
@@ -812,6 +818,20 @@ class AttentionMap extends View {
     Object.assign(r, { q: String(keep[q]), k: String(keep[k]), weight: String(valueAt(main.plane, cell)),
       exact: main.exact ? "1" : "0" });
     if (main.exact) r.digits = digitText(main.digits[cell]);
+  }
+
+  // The longest readouts this map can show with its measure (the longest token twice, the widest values, raw
+  // attention beside it or not; the note while colours are 8-bit): the room the readout keeps (Hooks.holdHeight), so
+  // that no hover pushes the map from under the pointer, and Beside raw does not move it either.
+  longestRead() {
+    if (!this.tokens || !this.s || this.s.view !== "head") return [];
+    const i = this.tokens.reduce((a, t, n) => (t.length > this.tokens[a].length ? n : a), 0);
+    const value = "00.0000 ± 0.0000";
+    const m = this.meta[this.s.measure];
+    const texts = [m.needsToken ? "not computed (one token at a time)" : value];
+    const raw = this.meta.raw.label.toLowerCase();
+    if (this.s.measure !== "raw") texts.push(`${raw} ${value} · ${m.label.toLowerCase()} ${value}`);
+    return [...texts.map((text) => pairText(this.tokens, i, i, text)), COARSE_READ];
   }
 
   // Every thumbnail's block means are computed a few per frame (cached per stack, layer, head and hidden
@@ -984,6 +1004,7 @@ class AttentionMap extends View {
     h.listen(this.thumbCanvas, "mouseleave", () => this.hoverThumb(null));
     h.listen(this.thumbCanvas, "click", (e) => this.clickThumb(e));
     h.resized(this.root, () => this.layout(false));
+    this.refitRead = h.holdHeight(this.read, () => this.longestRead()); // no readout moves a cell from the pointer
   }
 
   // One change of the state from an input: drawn at once from what is held; what is lacking is asked for now, the

@@ -391,9 +391,10 @@ def test_a_component_that_leaves_the_page_leaves_no_listener_or_observer(page, a
     settle(page)
     page.wait_for_function("() => document.querySelector('[data-testid=\"stBidiComponentIsolated\"]')"
                            "?.shadowRoot?.querySelector('.hm')?.dataset.draws", timeout=LOAD_MS)
-    # one window listener; two observers: the view's own size, and the page above it moving it (component_base)
-    assert page.evaluate(HOOKS) == [1, 2]
-    for title, hooks in (("Inside a head", [1, 2]), ("Activations", [0, 0])):
+    # one window listener; three observers: the view's own size, the page above it moving it, and its status line's
+    # height (component_base)
+    assert page.evaluate(HOOKS) == [1, 3]
+    for title, hooks in (("Inside a head", [1, 3]), ("Activations", [0, 0])):
         page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
         settle(page)
         if title == "Inside a head":
@@ -551,6 +552,7 @@ def test_leaving_the_columns_shows_the_overview_of_what_is_chosen_now(page, app)
 # Each token row's left edge and width; the token row under a point (in the component's shadow root).
 ROWS_JS = f"""() => [...({HV})().querySelectorAll('.hv-tok')].map(e => {{
   const b = e.getBoundingClientRect(); return [Math.round(b.left), Math.round(b.width)]; }})"""
+ROWS_TOPS_JS = f"""() => [...({HV})().querySelectorAll('.hv-tok')].map(e => Math.round(e.getBoundingClientRect().top))"""
 UNDER_JS = f"""([x, y]) => {{
   const t = ({HV})().getRootNode().elementFromPoint(x, y)?.closest('.hv-tok');
   if (!t) return null;
@@ -603,3 +605,26 @@ def test_rows_stay_put_from_query_to_key_and_numbers_show_whole(page, app):
     assert page.evaluate(ROWS_JS) == rows
     assert page.evaluate(UNDER_JS, at) == ["right", 5]
     assert_clean(page, app)
+
+
+@pytest.mark.parametrize("size", [(1024, 768), (420, 900)], ids=["projector-1024", "phone-420"])
+def test_the_row_under_the_pointer_is_the_row_hovered(browser, app, size):
+    """Where the overview's status takes two lines and a hover's one (a 1024 px projector, a phone), the shorter text
+    pulled every row up by a line as the hover landed, and the row that took the focus was the next one down. The
+    status line now keeps its height while its width stays."""
+    page = new_page(browser)
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    try:
+        open_view(page, app, {"present": "true"} if size[0] > 800 else None)
+        token(page, "left", 5).scroll_into_view_if_needed()
+        rows = page.evaluate(ROWS_TOPS_JS)
+        for side, i in [("left", 5), ("right", 9), ("left", 12)]:
+            box = token(page, side, i).bounding_box()
+            at = [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2]
+            page.mouse.move(*at)
+            wait_state(page, lambda s, want=f"{'q' if side == 'left' else 'k'}{i}": s["focus"] == want)
+            assert page.evaluate(ROWS_TOPS_JS) == rows
+            assert page.evaluate(UNDER_JS, at) == [side, i]
+        assert_clean(page, app)
+    finally:
+        close_tab(page)

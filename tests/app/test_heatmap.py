@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import io
 import itertools
+import re
 import time
 import urllib.parse
 
@@ -492,3 +493,22 @@ def test_colour_scales_are_drawn_in_the_browser(page, app, scale):
 def top_colour() -> tuple[int, int, int]:
     """The colour at the top of the attention scale (weight = the scale's maximum)."""
     return plotly.colors.unlabel_rgb(plotly.colors.get_colorscale(style.ATTENTION_SCALE)[-1][1])
+
+
+@pytest.mark.parametrize("size", [(1024, 768), (420, 900)], ids=["sidebar-1024", "phone-420"])
+def test_the_readout_moves_no_cell_from_under_the_pointer(page, app, model, size):
+    """Beside raw, a hovered pair's readout ("raw attention … · value-weighted …") wraps below the title where "Hover
+    a cell" did not: the map slid down a line as the first hover landed, and the cell under the pointer changed. The
+    readout keeps the room of the longest it can show, so the map stays put and the cell read is the cell pointed at."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    open_map(page, app, {"measure": "value", "beside": "true"})
+    K = run(model, settings.DEFAULT_SENTENCE).seq_len
+    canvas = page.locator(".hm canvas.hm-map").last
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    for q, k in [(0, 0), (K - 1, K // 2), (K // 2, K - 1), (4, 4)]:
+        page.mouse.move(box["x"] + (k + 0.5) * box["width"] / K, box["y"] + (q + 0.5) * box["height"] / K)
+        s = wait_state(page, lambda s, q=q, k=k: re.match(rf"“.*” \({q}\) → “.*” \({k}\): raw attention .* · "
+                                                           r"value-weighted ", s["read"]) is not None)
+        assert canvas.bounding_box() == box, s["read"]
+    assert_clean(page, app)
