@@ -286,6 +286,9 @@ export function fitsCanvas(canvas, w, h) {
     && canvas.style.width === `${w}px` && canvas.style.height === `${h}px`;
 }
 
+// The index of the longest of some texts (in characters: a status line's worst case, measured as laid out).
+export const longestAt = (texts) => texts.reduce((a, t, n) => (t.length > texts[a].length ? n : a), 0);
+
 // The widest of some texts in a CSS font, in px.
 export function widest(texts, font) {
   const measure = document.createElement("canvas").getContext("2d");

@@ -173,7 +173,6 @@ class HeadView extends View {
       this.coarse = payload.levels === 255; // 8-bit weights: within half a step of 1/255
       this.root.classList.toggle("present", !!h.present);
       this.root.toggleAttribute("data-long", h.T > LONG);
-      this.root.dataset.labels = "k"; // the column whose numbers keep their room: the keys', until a key is hovered
       Object.assign(this.root.dataset, { t: String(h.T), shipped: h.layers.length === h.L ? "all" : "some",
         measure: this.lines.key });
       this.root.style.setProperty("--row", rowHeight(h.T));
@@ -354,7 +353,6 @@ class HeadView extends View {
   rehearse() {
     if (this.rehearsed || this.focus || !this.layers.has(this.layer) || this.root.classList.contains("loading")) return;
     this.rehearsed = true;
-    const labels = this.root.dataset.labels;
     const status = this.status.textContent;
     const midTop = this.mid.getBoundingClientRect().top;
     const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
@@ -369,8 +367,6 @@ class HeadView extends View {
     this.root.focusLines = [];
     this.paintFocus(true, midTop);
     this.writeNums(midTop);
-    if (labels === undefined) delete this.root.dataset.labels;
-    else this.root.dataset.labels = labels;
     this.say(status);
   }
 
@@ -455,9 +451,7 @@ class HeadView extends View {
         labels[side === "q" ? k : q].push([w * unit, s.colour]);
       });
     }
-    const labelled = side === "q" ? "k" : "q";
-    if (this.root.dataset.labels !== labelled) this.root.dataset.labels = labelled;
-    this.numbers = { side: labelled, labels, digits: this.coarse ? 2 : 3 };
+    this.numbers = { side: side === "q" ? "k" : "q", labels, digits: this.coarse ? 2 : 3 };
     if (this.hover !== null && this.pinned) {
       const j = this.hover;
       const [q, k] = side === "q" ? [i, j] : [j, i];
@@ -491,7 +485,7 @@ class HeadView extends View {
   // line keeps (Hooks.holdHeight), so that no hover's text pushes the rows down from under the pointer.
   longestStatus() {
     if (!this.tokens || !this.layers.has(this.layer)) return [];
-    const i = this.tokens.reduce((a, t, n) => (t.length > this.tokens[a].length ? n : a), 0);
+    const i = longestAt(this.tokens);
     const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
     return [this.focusStatus("q", i, true), this.focusStatus("k", i, true),
       this.pairStatus(i, i, all, all.map(() => 0.5))];

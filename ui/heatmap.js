@@ -635,8 +635,8 @@ class AttentionMap extends View {
     setText(this.note, refused ? "" : noteText({ layer: this.s.view === "model" ? null : this.s.layer,
       shares: this.shares, measure: this.s.measure,
       meta: this.meta, specialNames: this.specialNames }));
-    const reads = `${this.s.view}|${this.s.measure}|${this.tokens?.join("\u0000")}`;
-    if (reads !== this.reads && this.refitRead) { // the longest readout changed: its room is measured again
+    const reads = [this.s.view, this.s.measure, this.tokens];
+    if (this.refitRead && !reads.every((x, n) => x === this.reads?.[n])) { // the longest readout changed: measured again
       this.reads = reads;
       this.refitRead();
     }
@@ -825,7 +825,7 @@ class AttentionMap extends View {
   // that no hover pushes the map from under the pointer, and Beside raw does not move it either.
   longestRead() {
     if (!this.tokens || !this.s || this.s.view !== "head") return [];
-    const i = this.tokens.reduce((a, t, n) => (t.length > this.tokens[a].length ? n : a), 0);
+    const i = longestAt(this.tokens);
     const value = "00.0000 ± 0.0000";
     const m = this.meta[this.s.measure];
     const texts = [m.needsToken ? "not computed (one token at a time)" : value];
