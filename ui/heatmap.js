@@ -16,6 +16,7 @@ const COARSE_READ = "Hover a cell for its value. Colours from 8-bit values (± 0
 const BAR_ROWS = 512; // the colour bars' rows, drawn once per palette
 const DIGITS = 10000; // ui/payload.py DIGITS: an exact map travels as round(value * 10^4)
 const LABEL_GAP = 1.45; // labels this many font sizes apart at least: x labels turned 45° then clear each other
+const UPRIGHT_GAP = 1.2; // or this many with the x labels turned upright (as plotly spaces category labels)
 const UNCOMPUTED = [233, 236, 239]; // rows a measure did not compute (attention flow: one row), never a colour
 const THUMB_CELLS = { layer: 64, model: 32 }; // thumbnails are block means of at most this many tokens a side
 const SCALE_NAMES = { fixed: "0 to 1", auto: "Auto", row: "Per row" }; // ui/settings.py SCALE_LABELS
@@ -89,17 +90,26 @@ export function palette(stops) {
 
 // The one-head figure's geometry from the widest label (px), the font, the room across and, in presentation mode,
 // the room down to the bottom of the screen (else null), for `maps` maps side by side (raw beside a measure): the
-// margins, each map's side, and `step`: every how many tokens a label fits LABEL_GAP fonts from the next.
+// margins, each map's side, and `step`: every how many tokens a label fits LABEL_GAP fonts from the next. Where
+// that leaves tokens unnamed but x labels turned upright name them all (UPRIGHT_GAP fonts apart, as rows are; two
+// maps side by side on a projector), they are turned upright (`upright`).
 export function mapFrame({ widest, font, width, room, K, maps = 1 }) {
-  const left = Math.ceil(widest + font * 2 + 14);
-  const bottom = Math.ceil(widest * 0.71 + font * 2.4 + 10);
-  const right = BAR_W + font * 4 + 24;
-  const gap = maps > 1 ? Math.ceil(widest * 0.71 + font) : 0; // the left map's last x label leans into the gap
-  let side = Math.min(MAX_SIDE, (width - left - right - gap) / maps);
-  if (room !== null) side = Math.min(side, room - bottom - font * (maps > 1 ? 2 : 0) - 8);
-  side = Math.max(160, Math.floor(side));
-  const step = Math.max(1, Math.ceil((K * font * LABEL_GAP) / side));
-  return { left, bottom, right, side, step, gap };
+  const frame = (upright) => {
+    const left = Math.ceil(widest + font * 2 + 14);
+    const bottom = Math.ceil(widest * (upright ? 1 : 0.71) + font * 2.4 + 10);
+    const right = BAR_W + font * 4 + 24;
+    // The left map's last x label leans into the gap; an upright one stays under its column.
+    const gap = maps > 1 ? Math.ceil(upright ? font : widest * 0.71 + font) : 0;
+    let side = Math.min(MAX_SIDE, (width - left - right - gap) / maps);
+    if (room !== null) side = Math.min(side, room - bottom - font * (maps > 1 ? 2 : 0) - 8);
+    side = Math.max(160, Math.floor(side));
+    const step = Math.max(1, Math.ceil((K * font * (upright ? UPRIGHT_GAP : LABEL_GAP)) / side));
+    return { left, bottom, right, side, step, gap, upright };
+  };
+  const slanted = frame(false);
+  if (slanted.step === 1) return slanted;
+  const upright = frame(true);
+  return upright.step === 1 ? upright : slanted;
 }
 
 // The thumbnails' geometry: the layer's heads in rows of `cols`, or every layer (rows) x head (columns); each
@@ -544,7 +554,7 @@ class AttentionMap extends View {
     this.ticks();
   }
 
-  // Token labels on every step-th row and column (every one where they fit LABEL_GAP fonts apart), as text.
+  // Token labels on every step-th row and column (every one where they fit; mapFrame), as text.
   ticks() {
     const { side, left, step, top, gap } = this;
     const keep = this.keep();
@@ -559,7 +569,7 @@ class AttentionMap extends View {
       y.title = `${this.tokens[pos]} (${pos})`;
       ys.push(y);
       for (const m of [0, 1]) {
-        const x = el("span", "hm-tick hm-x", this.labels[pos]);
+        const x = el("span", `hm-tick hm-x${this.upright ? " hm-up" : ""}`, this.labels[pos]);
         Object.assign(x.style, { right: `calc(100% - ${left + m * (side + gap) + at(i)}px)`, top: `${top + side + 4}px` });
         x.title = y.title;
         xs[m].push(x);
@@ -768,7 +778,7 @@ class AttentionMap extends View {
     this.colourBar(top);
     this.showRead();
     Object.assign(this.root.dataset, { exact: shown[shown.length - 1].exact ? "1" : "0", title: this.title.textContent,
-      step: String(this.step) });
+      step: String(this.step), upright: this.upright ? "1" : "0" });
     this.stamp.drawn();
     this.warm();
     rehearse(this.hooks, this.lut);
@@ -940,7 +950,7 @@ class AttentionMap extends View {
         ctx.save();
         ctx.textAlign = "right";
         ctx.translate(x0 + at, head + top + side + 4);
-        ctx.rotate(-Math.PI / 4);
+        ctx.rotate(this.upright ? -Math.PI / 2 : -Math.PI / 4);
         ctx.fillText(this.labels[keep[i]], 0, 0);
         ctx.restore();
       }

@@ -296,8 +296,10 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     data, notes, bands = [], [], []
     for i, (name, w, z) in enumerate(((name_a, wa, both[0]), (name_b, wb, both[1]))):
         n = str(i + 1) if i else ""
-        x0, x1 = (0.0, 0.46) if i == 0 else (0.54, 1.0)
-        layout[f"xaxis{n}"] = dict(keys, domain=[x0, x1], anchor=f"y{n}", tickangle=-45,
+        x0, x1 = (0.0, 0.485) if i == 0 else (0.515, 1.0)
+        # Key labels level where they fit, else slanted, else upright (plotly.js's tickangle "auto", its default):
+        # upright names every key of 16 at 1024 px presenting, where slanted ones would touch.
+        layout[f"xaxis{n}"] = dict(keys, domain=[x0, x1], anchor=f"y{n}", autotickangles=[0, -45, -90],
                                    title=dict(text="key (attended to)"))
         layout[f"yaxis{n}"] = dict(axis, domain=[0, 1], anchor=f"x{n}", autorange="reversed",
                                    showticklabels=i == 0, title=dict(text="query" if i == 0 else ""))
@@ -313,14 +315,19 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
         if band is not None:
             bands.append(band | dict(xaxis=f"x{n}", yaxis=f"y{n}"))
     data += bands
+    # On a projector the bar's numbers are the token labels' size, as on the Attention page's map: the two maps get
+    # the room.
+    tick_size = style.MIN_PRESENT_FONT if presentation else layout["font"]["size"]
     layout["coloraxis"] = dict(cmin=zmin, cmax=zmax, colorscale=style.colorscale(style.ATTENTION_SCALE),
                                colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1,
-                                             tickfont=dict(size=layout["font"]["size"])))  # as a map's own bar
+                                             tickfont=dict(size=tick_size)))
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
                                              layout["font"]["size"], bar, spare)
-    # The shared colour axis's bar sits further out than a heatmap's own: plotly widened the margin by 8-21 px
-    # (tests/app/test_browser.py, one redraw of the whole figure); its tick labels' width covers that.
-    layout["margin"]["r"] += round(text_px("0.00", layout["font"]["size"]))
+    # The shared colour axis's bar: 2 % of the plot's width out, its pad and its 18 px, the tick labels and the title
+    # running along the bar (about 2.2 font sizes with its pads), measured in Chromium: 107-146 px of the 130-154
+    # this gives (tests/app/test_browser.py: plotly never widens it). Sized as if level, the title took 45-130 px
+    # more, and at 1024 px presenting that left each map too narrow to name every key of a 16-token sentence.
+    layout["margin"]["r"] = round(76 + text_px("0.00", tick_size) + 2.2 * layout["font"]["size"])
     return style.quick(data, layout | {"annotations": notes})
 
 

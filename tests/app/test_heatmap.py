@@ -48,6 +48,7 @@ STATE_JS = f"""() => {{
   const ticks = (cls) => [...r.querySelectorAll('.hm-tick.' + cls)].filter(e => e.checkVisibility());
   return {{...r.dataset, url: location.search, runs: window.__runs ?? null, loading: r.classList.contains('loading'),
           map: box(r.querySelector('canvas.hm-map')), bar: box(r.querySelector('canvas.hm-cbar')),
+          maps: [...r.querySelectorAll('canvas.hm-map')].filter(e => e.checkVisibility()).map(box),
           y: ticks('hm-y').map(box), x: ticks('hm-x').map(box),
           yText: ticks('hm-y').map(e => e.textContent), xText: ticks('hm-x').map(e => e.textContent),
           fonts: ticks('hm-tick').concat([...r.querySelectorAll('.hm-axis')].filter(e => e.checkVisibility()))
@@ -366,23 +367,36 @@ def test_a_measure_chosen_in_the_browser_that_refuses_the_trace_says_why_and_sto
 
 
 # ------------------------------------------------------------------------------------------------ labels, fit
-@pytest.mark.parametrize(("n", "width", "height", "present"), [
-    (16, 1280, 720, True), (16, 1024, 768, True), (512, 1280, 720, True), (512, 1024, 768, True),
-    (512, 1440, 900, False), (512, 420, 900, False)])
-def test_labels_never_overprint_and_the_map_fits_the_screen(page, app, n, width, height, present):
+@pytest.mark.parametrize(("n", "width", "height", "present", "beside"), [
+    (16, 1280, 720, True, False), (16, 1024, 768, True, False), (16, 1280, 720, True, True),
+    (16, 1024, 768, True, True), (512, 1280, 720, True, False), (512, 1024, 768, True, False),
+    (512, 1440, 900, False, False), (512, 420, 900, False, False)])
+def test_labels_never_overprint_and_the_map_fits_the_screen(page, app, n, width, height, present, beside):
     page.set_viewport_size({"width": width, "height": height})
     text = settings.DEFAULT_SENTENCE if n == 16 else test_browser.EXACT_TEXT
-    s = open_map(page, app, {"text": text, "present": str(present).lower()})
+    extra = {"measure": "value", "beside": "true"} if beside else {}
+    s = open_map(page, app, {"text": text, "present": str(present).lower(), **extra})
+    maps = 2 if beside else 1
     size = min(s["fonts"])
     assert size >= (style.MIN_PRESENT_FONT if present else 11), s["fonts"]
-    if n == 16 and present:  # on a projector every token of the default sentence names its row and its column
-        assert s["yText"] == s["xText"] == test_browser.heatmap_labels(text), s["yText"]
-    # Along the axis, in order: y labels' centres; x labels' right ends (each turned -45° about its end at the tick).
-    for axis, (lo, hi) in (("y", (1, 3)), ("x", (2, 2))):
-        centres = [(b[lo] + b[hi]) / 2 for b in s[axis]]
+    # On a projector every token of the default sentence names its row and its column; two maps side by side do
+    # where the x labels turned upright fit (not at 1024 px, beside the controls).
+    if n == 16 and present and (not beside or width >= 1280):
+        assert s["yText"] == test_browser.heatmap_labels(text) and s["xText"] == s["yText"] * maps, s["xText"]
+    assert s["xText"] == s["yText"] * maps and s["yText"][0] == "[CLS]"
+    # Along each axis, in order: y labels' centres; x labels' right ends (each turned -45° about its end at the
+    # tick), or their middles where they stand upright; upright ones never lean into the next map.
+    upright = s["upright"] == "1"
+    assert upright == (beside and width == 1280), s["upright"]  # where turning them names every token
+    per_map = len(s["x"]) // maps
+    xs = [s["x"][m * per_map:(m + 1) * per_map] for m in range(maps)]
+    for axis, boxes, (lo, hi), lean in [("y", s["y"], (1, 3), 1), *[
+            ("x", b, (0, 2) if upright else (2, 2), 1 if upright else 0.7) for b in xs]]:
+        centres = [(b[lo] + b[hi]) / 2 for b in boxes]
         gaps = [b - a for a, b in itertools.pairwise(centres)]
-        assert len(centres) >= 4 and min(gaps) * (0.7 if axis == "x" else 1) >= size, (axis, gaps, size)
-    assert s["yText"] == s["xText"] and s["yText"][0] == "[CLS]"
+        assert len(centres) >= 4 and min(gaps) * lean >= size, (axis, gaps, size)
+    if upright:  # each label stands under its column: the first map's last one left of the second map
+        assert xs[0][-1][2] <= s["maps"][1][0], (xs[0][-1], s["maps"])
     mx0, my0, mx1, my1 = s["map"]
     bx0, by0, bx1, by1 = s["bar"]
     assert by0 >= my0 - 0.5 and by1 <= my1 + 0.5, "the colour bar is taller than the map"
@@ -391,7 +405,8 @@ def test_labels_never_overprint_and_the_map_fits_the_screen(page, app, n, width,
     assert min(b[0] for b in boxes) >= 0 and max(b[2] for b in boxes) <= width, "a label is cut off at the side"
     if present:  # the whole map and its labels on screen below the header, as the plotly chart was
         assert max(b[3] for b in boxes) <= height and my0 >= 60, s["map"]
-    page.screenshot(path=str(test_browser.ARTIFACTS / f"heatmap_{n}_{width}x{height}{'_present' if present else ''}.png"))
+    name = f"heatmap_{n}_{width}x{height}{'_present' if present else ''}{'_beside' if beside else ''}.png"
+    page.screenshot(path=str(test_browser.ARTIFACTS / name))
     assert_clean(page, app)
 
 

@@ -612,7 +612,8 @@ TOKEN_MAPS_JS = """(stay) => {
               vh: window.innerHeight, rows: rows.map(t => t.textContent),
               rowBoxes: rows.map(t => { const r = t.getBoundingClientRect(); return [r.top, r.bottom]; }),
               fonts: texts('.ytick text, .xtick text').map(t => parseFloat(getComputedStyle(t).fontSize)),
-              keys: texts('.xaxislayer-above .xtick text').map(t => t.textContent)};
+              keys: texts('.xaxislayer-above .xtick text').map(t => t.textContent),
+              keys2: texts('.xaxislayer-above .x2tick text').map(t => t.textContent)};  // a pair's second map
     });
 }"""
 # The token maps below a page's first screen, by the start of their titles (the Compare page's pair is its main
@@ -663,12 +664,15 @@ def open_compare(page: Page, app: App, query: dict, maps: int) -> list[dict]:
 def test_the_compare_pair_names_every_row_whole_on_the_first_screen(projector, app):
     """Issue 23: Compare's pair, its page's main figure, named every third row of the 16-token sentence on a 720 px
     projector (420 px for the title, the sentence, two map titles and the key labels). It now leaves the sentence
-    to the presentation bar and names every row at 14 px, no two labels touching, and stays whole at first load."""
+    to the presentation bar and names every row at 14 px, no two labels touching, and stays whole at first load.
+    At 1024 px it also named every other key; now its colour bar takes what it needs (a third less) and key labels
+    turn upright where slanted ones would touch: every key of both maps is named."""
     page, since = projector, len(app.log.lines)
     m = open_compare(page, app, {}, 1)[0]
     where = f"/side-by-side at {page.viewport_size}"
     assert m["title"].startswith("Attention, layer"), f"{where}: the first map is {m['title']!r}"
     assert m["rows"] == DEFAULT_LABELS, f"{where}: rows named {m['rows']}"
+    assert m["keys"] == m["keys2"] == DEFAULT_LABELS, f"{where}: keys named {m['keys']} and {m['keys2']}"
     assert min(m["fonts"]) >= MIN_PRESENT_FONT, f"{where}: labels below 14 px: {m['fonts']}"
     boxes = sorted(m["rowBoxes"])
     touching = [(a, b) for a, b in itertools.pairwise(boxes) if b[0] < a[1] - 0.5]

@@ -60,13 +60,24 @@ test("every token is labelled where labels fit 1.45 fonts apart, every k-th othe
     for (const [width, room, maps] of [[1280, null, 1], [1280, 560, 1], [1280, 560, 2], [420, null, 1], [2000, null, 2]]) {
       const font = room === null ? 12 : 14;
       const f = hm.mapFrame({ widest: 80, font, width, room, K, maps });
-      assert.ok((f.side / K) * f.step >= font * 1.45, `K ${K}: every ${f.step}th label in ${f.side} px`);
-      assert.ok(f.step === 1 || (f.side / K) * (f.step - 1) < font * 1.45, "no coarser than needed");
+      const apart = font * (f.upright ? 1.2 : 1.45); // x labels turned upright only where that names every token
+      assert.ok((f.side / K) * f.step >= apart, `K ${K}: every ${f.step}th label in ${f.side} px`);
+      assert.ok(f.step === 1 || ((f.side / K) * (f.step - 1) < apart && !f.upright), "no coarser than needed");
       assert.ok(f.side >= 160 && f.side <= 640);
       if (room !== null) assert.ok(f.side + f.bottom <= room || f.side === 160, "whole on the projector");
       if (room === null && width >= 1280) assert.ok(f.left + maps * f.side + f.gap + f.right <= width, "fits across");
     }
   }
+});
+
+test("two maps side by side on a projector name every token with their x labels upright where slanted ones cannot", () => {
+  const stage = 1096 - hm.panelWidth(1096) - 20; // presenting at 1280 px, the controls beside the maps
+  const slanted = (K) => hm.mapFrame({ widest: 60, font: 14, width: stage, room: 520, K, maps: 2 });
+  const f = slanted(16);
+  assert.ok(f.upright && f.step === 1 && f.side / 16 >= 14 * 1.2, JSON.stringify(f));
+  assert.ok(f.gap < 60 * 0.71, "upright labels stay under their own map: the maps need no wide gap");
+  assert.equal(slanted(12).upright, false, "12 tokens fit slanted: labels stay at 45°");
+  assert.equal(slanted(40).upright, false, "where upright labels would not name every token either, they stay at 45°");
 });
 
 test("on a projector the controls stand beside the map where the column leaves the map more room than above it", () => {
