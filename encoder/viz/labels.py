@@ -2,8 +2,9 @@
 "animal (L5)").
 
 Plotly places a text label where it is told and never moves it. So each label gets a side of its point here, the
-first of eight that keeps it clear of the labels placed before it and inside the plot; a label with no free side is
-left out (its point keeps its hover text). The plot's pixels per data unit are only known in the browser (the width
+first of eight that keeps it inside the plot and clear of the labels placed before it and of the markers it must leave
+visible (a highlighted path's points: "emb" covered its own path's first points); a label with no free side is left
+out (its point keeps its hover text). The plot's pixels per data unit are only known in the browser (the width
 follows the screen), so a placement must hold for every scale in [lo, hi]: the boxes move linearly with the scale,
 and two boxes separated along one axis at both ends stay separated along it in between.
 """
@@ -61,14 +62,22 @@ def _apart(a: tuple, b: tuple) -> tuple[bool, bool]:
     return a[2] <= b[0] or b[2] <= a[0], a[3] <= b[1] or b[3] <= a[1]
 
 
+def marker_box(x: float, y: float, radius: float, origin: tuple[float, float], scale: float) -> tuple:
+    """A marker's box (left, top, right, bottom) in screen px at `scale` px per data unit: its centre moves with the
+    scale, its radius (px) stays, so its edges move linearly as a label's do."""
+    px, py = (x - origin[0]) * scale, (origin[1] - y) * scale
+    return px - radius, py - radius, px + radius, py + radius
+
+
 def place(labels: Sequence[Label], xrange: tuple[float, float], yrange: tuple[float, float],
-          scales: tuple[float, float]) -> list[Placed]:
+          scales: tuple[float, float], markers: Sequence[tuple[float, float, float]] = ()) -> list[Placed]:
     """Labels in priority order, each on the first side that is inside the plot and clear of those placed before it
-    at both scales (px per data unit; the lowest and highest the plot can have); those with no such side are left
-    out."""
+    and of `markers` ((x, y, radius px): points a label must not cover) at both scales (px per data unit; the lowest
+    and highest the plot can have); those with no such side are left out."""
     origin = (xrange[0], yrange[1])  # the plot's top-left corner in data units
     size = {s: ((xrange[1] - xrange[0]) * s, (yrange[1] - yrange[0]) * s) for s in scales}
-    taken: list[tuple[tuple, tuple]] = []  # boxes at the low and the high scale
+    # boxes at the low and the high scale: the markers', then each label's as it is placed
+    taken: list[tuple[tuple, ...]] = [tuple(marker_box(x, y, r, origin, s) for s in scales) for x, y, r in markers]
     out = []
     for i, label in enumerate(labels):
         for side in SIDES:

@@ -173,7 +173,9 @@ def _path_labels(p: np.ndarray, tokens: list[str], chosen: list[int], others: li
     spans = (xrange[1] - xrange[0], yrange[1] - yrange[0])
     scales = (min(MIN_PLOT_WIDTH / spans[0], (tall - 3 * size - 24) / spans[1]), tall / spans[1])
     out = []
-    for placed in labels.place([w for w, _ in wanted], xrange, yrange, scales):
+    # The highlighted paths' markers stay visible: "emb" covered its own path's first points at 1024 px presenting.
+    markers = [(float(p[d, pos, 0]), float(p[d, pos, 1]), float(grow[d]) / 2) for pos in chosen for d in range(len(grow))]
+    for placed in labels.place([w for w, _ in wanted], xrange, yrange, scales, markers):
         lab, colour = wanted[placed.index]
         out.append(dict(x=lab.x, y=lab.y, xref="x", yref="y", text=html.escape(lab.text, quote=False),
                         showarrow=False, xanchor=placed.xanchor, yanchor=placed.yanchor, xshift=placed.xshift,

@@ -164,6 +164,30 @@ def test_placed_labels_never_overlap_at_any_scale_and_stay_in_the_plot():
                    for b in boxes)
 
 
+def test_placed_labels_leave_the_markers_they_are_given_visible_at_any_scale():
+    """A path's points cluster where a token barely moves: "emb" was printed over them. Every label is clear of the
+    given markers at both ends of the scale and in between, and a label that would cover one moves to another side."""
+    path = np.array([[0.5 * d, 0.05 * d * d] for d in range(7)])  # seven points heading right, a little up
+    markers = [(float(x), float(y), 3.0 + d) for d, (x, y) in enumerate(path)]
+    wanted = [labels.Label(float(path[0, 0]), float(path[0, 1]), "emb", 14, 3.0),
+              labels.Label(float(path[-1, 0]), float(path[-1, 1]), "animal (L5)", 16, 9.0)]
+    xr, yr = (path[:, 0].min() - 8, path[:, 0].max() + 8), (path[:, 1].min() - 4, path[:, 1].max() + 4)
+    origin = (xr[0], yr[1])
+    placed = labels.place(wanted, xr, yr, (20.0, 40.0), markers)
+    assert len(placed) == 2 and placed[0].side != labels.SIDES[0], "'emb' leaves the path's side (right) for another"
+    for scale in (20.0, 30.0, 40.0):
+        for p in placed:
+            b = labels.box(wanted[p.index], p.side, origin, scale)
+            for x, y, r in markers:
+                m = labels.marker_box(x, y, r, origin, scale)
+                assert b[2] <= m[0] or m[2] <= b[0] or b[3] <= m[1] or m[3] <= b[1], (scale, wanted[p.index].text, m)
+    unseen = labels.place(wanted, xr, yr, (20.0, 40.0))  # told of no markers: the first side, over the path
+    covers = any(not (b[2] <= m[0] or m[2] <= b[0] or b[3] <= m[1] or m[3] <= b[1])
+                 for p in unseen for b in [labels.box(wanted[p.index], p.side, origin, 30.0)]
+                 for m in [labels.marker_box(x, y, r, origin, 30.0) for x, y, r in markers])
+    assert covers, "the sample does put a label over the path when the markers are not given"
+
+
 def test_trajectories_reject_points_that_do_not_match_the_tokens():
     with pytest.raises(ValueError, match="3, 2"):
         purpose.trajectories(torch.zeros(4, 2, 2), ["a", "b", "c"])
