@@ -344,7 +344,7 @@ def attention_difference(a: Tensor, b: Tensor, tokens: list[str], title: str, *,
     axis = axes.map_axis(cats, tokens, pos, presentation, height, axes.MAP_TOP)
     fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
                                hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>",
-                               colorbar=dict(title="Δ weight", thickness=18, len=1)),
+                               colorbar=dict(title=dict(text="Δ weight", side="right"), thickness=18, len=1)),
                     layout=dict(xaxis=dict(title="key", tickangle=-45, **axes.key_axis(axis, cats, tokens, pos)),
                                 yaxis=dict(title="query", autorange="reversed", **axis)))
     return style.apply(fig, label(title, 120), presentation, height=height, tallest=height)

@@ -102,9 +102,12 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
   // Level x tick labels only (a slanted label's box is wider than its text); closer than 3 px reads as one word.
   const level = t => !/rotate\\(-?[1-9]/.test(t.getAttribute('transform') || '');
   const ticksOverlap = clashes(boxes('.xaxislayer-above text', level), 3);
+  // a colour bar's title and numbers, each bar on its own (a title on top touched the bar's "1" below it)
+  const barOverlap = [...c.querySelectorAll('.colorbar')].flatMap(bar => clashes(
+    [...bar.querySelectorAll('text')].map(e => [e.textContent, e.getBoundingClientRect()]).filter(([, b]) => b.width), -1));
   // plotly sizes its legend's scrollbar only when the entries do not fit the legend's room
   const legendScrolls = [...c.querySelectorAll('.legend rect.scrollbar')].some(r => r.getBoundingClientRect().height > 0);
-  return {title: title?.textContent ?? '', notes: notes.length, notesOverlap, ticksOverlap, legendScrolls,
+  return {title: title?.textContent ?? '', notes: notes.length, notesOverlap, ticksOverlap, legendScrolls, barOverlap,
           mapHeight: maps.length ? Math.max(...maps.map(m => m.bottom)) - Math.min(...maps.map(m => m.top)) : null,
           bar: bars.length ? Math.max(...bars) : null, smallestTick: ticks.length ? Math.min(...ticks) : null,
           smallestKey: keys.length ? Math.min(...keys) : null,
@@ -470,6 +473,7 @@ def assert_whole(page: Page, where: str) -> list[dict]:
         assert not chart["titleCut"], f"{where}: a chart title runs past its chart: {chart}"
         assert not chart["titleOnLegend"], f"{where}: a chart title is drawn over its legend: {chart}"
         assert not chart["notesOverlap"], f"{where}: texts placed on a chart overprint each other: {chart}"
+        assert not chart["barOverlap"], f"{where}: a colour bar's texts overprint each other: {chart}"
     return charts
 
 
@@ -492,6 +496,9 @@ def test_controls_folded_into_a_popover_are_whole_when_opened(projector, app, pa
     page = projector
     page.goto(app.link(f"/{path}", {"present": "true"} | query))
     settle(page, timeout=LOAD_MS)
+    where = f"/{path}?{query} at {page.viewport_size}"
+    wait_for_figure(page, app, FIGURE, where)
+    assert_whole(page, where)  # a view no other test here draws (Compare's two sentences)
     page.locator(f'{MAIN} [data-testid="stPopover"] button').filter(has_text=button).click()
     expect(page.get_by_role("textbox", name=box, exact=True)).to_be_visible()  # mounted after the click
     cut = page.evaluate(CUT_JS, ["body"])  # the popover's body is drawn outside the main area
