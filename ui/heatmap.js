@@ -521,6 +521,10 @@ class AttentionMap extends View {
     this.top = top;
     this.fig.style.setProperty("--font", `${font}px`);
     Object.assign(this.fig.style, { width: `${left + mapsW + right}px`, height: `${top + side + bottom}px` });
+    // Wider than the column (two maps of at least 160 px on a phone): the stage scrolls sideways, as the plotly pairs
+    // do. Beside the panel (presenting) the stage's column is as wide as the picture and the panel's takes the rest.
+    const wide = left + mapsW + right > width && !this.root.classList.contains("beside");
+    if (wide !== this.stage.classList.contains("hm-wide")) this.stage.classList.toggle("hm-wide", wide);
     const first = this.lefts[pair ? 1 : 0];
     if (this.maps[0] !== first) {
       this.maps[0].replaceWith(first);
@@ -580,6 +584,7 @@ class AttentionMap extends View {
   }
 
   layoutThumbs(font, width, room, present) {
+    this.stage.classList.remove("hm-wide");
     const per = this.meta[this.s.measure].perHead;
     const f = thumbFrame({ view: this.s.view, width: width - BAR_W - font * 4 - 16, room, L: this.L, H: per ? this.H : 1,
       font, present });
