@@ -324,9 +324,10 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
                                              layout["font"]["size"], bar, spare)
     # The shared colour axis's bar: 2 % of the plot's width out, its pad and its 18 px, the tick labels and the title
-    # running along the bar (about 2.2 font sizes with its pads), measured in Chromium: 107-146 px of the 130-154
-    # this gives (tests/app/test_browser.py: plotly never widens it). Sized as if level, the title took 45-130 px
-    # more, and at 1024 px presenting that left each map too narrow to name every key of a 16-token sentence.
+    # running along the bar (about 2.2 font sizes with its pads). In Chromium the bar's box took 107-137 px and plotly
+    # asked ~16 more; this gives 146 (155 presenting), which it keeps (tests/app/test_browser.py: never widened).
+    # Sized as if the title lay level, the margin was 44-132 px wider than the bar, and at 1024 px presenting that
+    # left each map too narrow to name every key of a 16-token sentence.
     layout["margin"]["r"] = round(76 + text_px("0.00", tick_size) + 2.2 * layout["font"]["size"])
     return style.quick(data, layout | {"annotations": notes})
 
