@@ -89,7 +89,7 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
   const legend = c.querySelector('.legend')?.getBoundingClientRect();
   // [text, box] of the elements matching sel (and keep) that are drawn; pairs of them closer side to side than gap
   // px (gap -1: overlapping by more than a pixel) that also overlap in height.
-  const boxes = (sel, keep = () => true) => [...c.querySelectorAll(sel)].filter(keep)
+  const boxes = (sel, keep = () => true, root = c) => [...root.querySelectorAll(sel)].filter(keep)
     .map(e => [e.textContent, e.getBoundingClientRect()]).filter(([, b]) => b.width);
   const clashes = (items, gap) => items.flatMap(([ta, a], i) => items.slice(i + 1)
     .filter(([, b]) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > -gap
@@ -103,8 +103,7 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] [data
   const level = t => !/rotate\\(-?[1-9]/.test(t.getAttribute('transform') || '');
   const ticksOverlap = clashes(boxes('.xaxislayer-above text', level), 3);
   // a colour bar's title and numbers, each bar on its own (a title on top touched the bar's "1" below it)
-  const barOverlap = [...c.querySelectorAll('.colorbar')].flatMap(bar => clashes(
-    [...bar.querySelectorAll('text')].map(e => [e.textContent, e.getBoundingClientRect()]).filter(([, b]) => b.width), -1));
+  const barOverlap = [...c.querySelectorAll('.colorbar')].flatMap(bar => clashes(boxes('text', undefined, bar), -1));
   // plotly sizes its legend's scrollbar only when the entries do not fit the legend's room
   const legendScrolls = [...c.querySelectorAll('.legend rect.scrollbar')].some(r => r.getBoundingClientRect().height > 0);
   return {title: title?.textContent ?? '', notes: notes.length, notesOverlap, ticksOverlap, legendScrolls, barOverlap,
@@ -496,7 +495,7 @@ def test_controls_folded_into_a_popover_are_whole_when_opened(projector, app, pa
     page = projector
     page.goto(app.link(f"/{path}", {"present": "true"} | query))
     settle(page, timeout=LOAD_MS)
-    where = f"/{path}?{query} at {page.viewport_size}"
+    where = f"/{path} {query} at {page.viewport_size}"
     wait_for_figure(page, app, FIGURE, where)
     assert_whole(page, where)  # a view no other test here draws (Compare's two sentences)
     page.locator(f'{MAIN} [data-testid="stPopover"] button').filter(has_text=button).click()
@@ -672,8 +671,8 @@ def test_the_compare_pair_names_every_row_whole_on_the_first_screen(projector, a
     """Issue 23: Compare's pair, its page's main figure, named every third row of the 16-token sentence on a 720 px
     projector (420 px for the title, the sentence, two map titles and the key labels). It now leaves the sentence
     to the presentation bar and names every row at 14 px, no two labels touching, and stays whole at first load.
-    At 1024 px it also named every other key; now its colour bar takes what it needs (a third less) and key labels
-    turn upright where slanted ones would touch: every key of both maps is named."""
+    At 1024 px it also named every other key; now its colour bar's margin is what the bar takes (155 px, was 184)
+    and key labels turn upright where slanted ones would touch: every key of both maps is named."""
     page, since = projector, len(app.log.lines)
     m = open_compare(page, app, {}, 1)[0]
     where = f"/side-by-side at {page.viewport_size}"
