@@ -12,6 +12,10 @@ const MIN_W = 0.02; // overview lines lighter than this are not drawn (barely vi
 const LONG = 128; // past this many tokens the view takes its long-input layout: tight rows, boxes of fixed width
 const MIN_W_LONG = 0.05; // past LONG tokens: thousands of faint lines are a grey blur, and costly to rasterise
 const BUCKETS = 32; // overview lines are stroked in 32 opacity groups: one canvas stroke each, not one per line
+// The overview is inked in bands: the rows on screen at once, the rest in idle time, half a screen a step. Without a
+// GPU the canvas rasterises every stroke across its whole height when the task ends: at 123 tokens a head or layer
+// switch spent 7-11 ms there for 2,500 px of canvas, most of it off screen (a 1,000 px band: a third of that).
+const INK_STEP = 0.5; // of the screen's height
 const KEEP_BYTES = 64e6; // layers fetched one by one (inputs too long to ship whole) stay cached up to this
 const FIT_ROW_PX = [19, 33]; // presentation mode: token rows between these heights, so the view fits the screen
 // What the lines are (header.sel.lines, ui/measure_lines.py): raw attention unless the app says otherwise.
@@ -80,13 +84,70 @@ export function eachLine(plane, T, focus, minW, fn) {
 }
 
 // ------------------------------------------------------------------------------------------------ drawing
-// Stroke every series' lines from x0 to x1 (query q at y(q), key k at y(k)), opacity = weight, in BUCKETS groups.
-function strokeLines(ctx, all, T, x0, x1, y, width, focus, minW) {
+// Overview bands: [top, bottom) in CSS px on the canvas's device pixels, so that two bands meet without a seam.
+// The parts of [lo, hi) that `done` (sorted, disjoint bands) does not cover.
+export function gaps(done, lo, hi) {
+  const out = [];
+  let at = lo;
+  for (const [a, b] of done) {
+    if (b <= at) continue;
+    if (a >= hi) break;
+    if (a > at) out.push([at, a]);
+    at = b;
+  }
+  if (at < hi) out.push([at, hi]);
+  return out;
+}
+
+// `done` with `band` added, merged where they touch.
+export function addBand(done, band) {
+  const all = [...done, band].sort((p, q) => p[0] - q[0]);
+  const out = [];
+  for (const [a, b] of all) {
+    const last = out[out.length - 1];
+    if (last && a <= last[1]) last[1] = Math.max(last[1], b);
+    else out.push([a, b]);
+  }
+  return out;
+}
+
+// The next band to ink in idle time: at most `step` px of the gap nearest to `near` (a px position: the screen's
+// middle on the canvas), from its side nearest to `near`; null when the canvas is whole.
+export function nextBand(done, full, near, step) {
+  let best = null;
+  for (const [a, b] of gaps(done, 0, full)) {
+    const d = near < a ? a - near : near > b ? near - b : 0;
+    if (!best || d < best.d) best = { a, b, d };
+  }
+  if (!best) return null;
+  const { a, b } = best;
+  if (near >= b) return [Math.max(a, b - step), b];
+  const from = Math.max(a, Math.min(near, b - step));
+  return [from, Math.min(b, from + step)];
+}
+
+// A px position on the canvas's device pixels: down (or up) to the nearest edge between them.
+export const snapDown = (v, dpr) => Math.floor(v * dpr + 1e-6) / dpr;
+export const snapUp = (v, dpr) => Math.ceil(v * dpr - 1e-6) / dpr;
+
+// Whether the line from y1 to y2 (stroked `width` px wide) may reach into band [a, b).
+export const crosses = (y1, y2, band, width) => Math.max(y1, y2) + width + 2 >= band[0]
+  && Math.min(y1, y2) - width - 2 < band[1]; // + 2: the antialiased edge, with room to spare
+
+// Stroke every series' lines from x0 to x1 (query q at y(q), key k at y(k)), opacity = weight, in BUCKETS groups;
+// with a band, only what falls in it (clipped there, so that what lies outside costs nothing to rasterise).
+function strokeLines(ctx, all, T, x0, x1, y, width, focus, minW, band = null) {
   ctx.save();
   ctx.lineWidth = width;
+  if (band) {
+    ctx.beginPath();
+    ctx.rect(x0 - width, band[0], x1 - x0 + 2 * width, band[1] - band[0]);
+    ctx.clip();
+  }
   for (const s of all) {
     const paths = Array.from({ length: BUCKETS }, () => null);
     eachLine(s.plane, T, focus, minW, (q, k, w) => {
+      if (band && !crosses(y(q), y(k), band, width)) return;
       const b = Math.min(BUCKETS - 1, Math.floor(w * BUCKETS));
       const p = paths[b] || (paths[b] = new Path2D());
       p.moveTo(x0, y(q));
@@ -131,6 +192,7 @@ class HeadView extends View {
     Object.assign(this, { focus: null, pinned: false, hover: null, marked: [], numbers: null, lines: RAW_LINES,
       written: { side: null, rows: new Set() }, // the boxes that hold numbers now: their column and rows
       inked: null, // inked: what the overview on the canvas shows (layer, mode, heads, lines), or null: blank
+      inkedBands: [], inkQueued: false, // the rows of it inked so far ([top, bottom) px); more queued for idle time
       rehearsed: false, // whether a first hover was rehearsed (rehearse())
       band: null }); // band: the rows [top, bottom) in px the focus canvas holds, or null: none drawn
     this.root.focusLines = []; // the focus's lines {q, k, head, colour, opacity, weight}, for the tests too
@@ -283,7 +345,7 @@ class HeadView extends View {
     this.width = Math.max(1, this.mid.clientWidth);
     const height = Math.max(1, this.top + this.rowH * this.T);
     fitCanvas(this.canvas, this.width, height); // which also empties it
-    this.inked = null;
+    Object.assign(this, { inked: null, inkedBands: [] });
     this.band = null;
     this.draw();
   }
@@ -308,7 +370,7 @@ class HeadView extends View {
     const midTop = this.mid.getBoundingClientRect().top; // read before anything is written: no second layout
     for (const d of this.marked) d.classList.remove("hv-on");
     this.marked = [];
-    const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
+    const all = this.series();
     this.root.style.setProperty("--nums", String(Math.max(1, all.length))); // the number boxes keep room for this many
     const says = `${this.T}|${this.name}|${all.length}|${this.lines.key}|${this.coarse}`;
     if (says !== this.says && this.refitStatus) { // the longest status line changed: its room is measured again
@@ -323,16 +385,16 @@ class HeadView extends View {
     if (!this.focus) {
       // The overview stays on the canvas while a token has the focus (the canvas is only transparent): leaving the
       // columns shows it again, unless what it shows changed, without stroking thousands of lines at 512 tokens.
-      const shows = JSON.stringify([this.layer, this.mode, this.head, [...this.heads], this.lines.key]);
+      const shows = this.shows();
       if (this.inked !== shows) {
-        const ctx = this.canvas.getContext("2d");
-        const dpr = window.devicePixelRatio || 1;
-        ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
         // A canvas as tall as 512 rows is costly to clear: only when it holds lines.
-        if (this.inked) ctx.clearRect(0, 0, this.width, this.canvas.height / dpr);
-        const minW = this.T > LONG ? MIN_W_LONG : MIN_W;
-        strokeLines(ctx, all, this.T, 0, this.width, (i) => this.y(i), this.lineWidth() - 1, null, minW);
-        this.inked = shows;
+        if (this.inked) {
+          const ctx = this.canvas.getContext("2d");
+          ctx.setTransform(1, 0, 0, 1, 0, 0);
+          ctx.clearRect(0, 0, this.canvas.width, this.canvas.height);
+        }
+        Object.assign(this, { inked: shows, inkedBands: [] });
+        this.inkSeen(all, midTop);
       }
       this.say(this.describe());
     }
@@ -345,6 +407,58 @@ class HeadView extends View {
     if (!this.rehearsed) this.hooks.idle(() => this.rehearse());
   }
 
+  // The lines of what is chosen now (series()), and a key for them: equal keys, the same lines.
+  series() {
+    return series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
+  }
+
+  shows() {
+    return JSON.stringify([this.layer, this.mode, this.head, [...this.heads], this.lines.key]);
+  }
+
+  // Whether the overview on the canvas is of what is chosen now, and its layer still here: more of it may be inked.
+  inkable() {
+    return !!this.inked && this.inked === this.shows() && this.layers.has(this.layer);
+  }
+
+  // The overview's lines in `band` (CSS px of the canvas), added to what it holds.
+  ink(all, band) {
+    const ctx = this.canvas.getContext("2d");
+    const dpr = window.devicePixelRatio || 1;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const minW = this.T > LONG ? MIN_W_LONG : MIN_W;
+    strokeLines(ctx, all, this.T, 0, this.width, (i) => this.y(i), this.lineWidth() - 1, null, minW, band);
+    this.inkedBands = addBand(this.inkedBands, band);
+  }
+
+  // The overview's rows on screen (midTop: where the lines' column starts on it) inked now where they are not yet,
+  // the rest of the canvas in idle time. root.dataset.inked: "whole" once every row is.
+  inkSeen(all, midTop) {
+    const dpr = window.devicePixelRatio || 1;
+    const full = this.canvas.height / dpr;
+    const seen = [snapDown(Math.max(0, -midTop), dpr), snapUp(Math.min(full, window.innerHeight - midTop), dpr)];
+    for (const band of seen[0] < seen[1] ? gaps(this.inkedBands, ...seen) : []) this.ink(all, band);
+    this.inkLater();
+  }
+
+  inkLater() {
+    const dpr = window.devicePixelRatio || 1;
+    const whole = gaps(this.inkedBands, 0, this.canvas.height / dpr).length === 0;
+    this.root.dataset.inked = whole ? "whole" : "part";
+    if (whole || this.inkQueued) return;
+    this.inkQueued = true;
+    this.hooks.idle(() => {
+      this.inkQueued = false;
+      if (!this.inkable()) return; // a newer picture is due (the next drawing clears and inks it)
+      const screen = window.innerHeight;
+      const midTop = this.mid.getBoundingClientRect().top;
+      const band = nextBand(this.inkedBands, this.canvas.height / dpr, screen / 2 - midTop,
+        snapUp(screen * INK_STEP, dpr));
+      if (band) this.ink(this.series(), band);
+      this.inkLater();
+    });
+  }
+
   // Once, in idle time after the first drawing: a hover's work done and undone in one task, so no frame shows it.
   // The first hover after opening took 32-48 ms where later ones take 16: its handlers ran for the first time
   // (unoptimised, 4-5 ms against 1), the focus canvas got its context and backing store, and the numbers their
@@ -355,7 +469,7 @@ class HeadView extends View {
     this.rehearsed = true;
     const status = this.status.textContent;
     const midTop = this.mid.getBoundingClientRect().top;
-    const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
+    const all = this.series();
     this.focus = { side: "q", i: 0 };
     this.root.focusLines = [];
     this.drawFocus(all);
@@ -486,7 +600,7 @@ class HeadView extends View {
   longestStatus() {
     if (!this.tokens || !this.layers.has(this.layer)) return [];
     const i = longestAt(this.tokens);
-    const all = series(this.layers, this.layer, this.mode, this.head, this.heads, this.lines.perHead);
+    const all = this.series();
     return [this.focusStatus("q", i, true), this.focusStatus("k", i, true),
       this.pairStatus(i, i, all, all.map(() => 0.5))];
   }
@@ -521,7 +635,7 @@ class HeadView extends View {
     const l = this.lines;
     const title = `Layer ${this.layer}, ${headsText(this.mode, this.head, this.heads, "average of heads", l.perHead)}`
       + (l.key === "raw" ? "" : `: ${l.label}`);
-    return { ...frame, tokens, title, all: series(this.layers, this.layer, this.mode, this.head, this.heads, l.perHead) };
+    return { ...frame, tokens, title, all: this.series() };
   }
 
   exportPng() {
@@ -585,15 +699,19 @@ class HeadView extends View {
     h.resized(this.mid, () => this.layout());
     this.refitStatus = h.holdHeight(this.status, () => this.longestStatus()); // rows stay put whatever a hover says
     // Scrolling (the page's, wherever it scrolls) may bring rows past the focus canvas's band into sight.
+    // So may it bring rows of the overview that idle time has not inked yet.
     let queued = false;
     h.listen(document, "scroll", () => {
-      if (queued || !this.numbers) return;
+      if (queued || (!this.numbers && this.root.dataset.inked !== "part")) return;
       queued = true;
       h.frame(() => {
         queued = false;
         const top = this.mid.getBoundingClientRect().top;
-        this.paintFocus(false, top);
-        this.writeNums(top);
+        if (this.numbers) {
+          this.paintFocus(false, top);
+          this.writeNums(top);
+        }
+        if (this.inkable()) this.inkSeen(this.series(), top);
       });
     }, { capture: true, passive: true });
   }

@@ -93,3 +93,49 @@ test("a measure's lines: fractions of the layer's largest value, one series for 
   assert.equal(hv.valueAt(hv.series(att, 0, "one", 0, new Set([0]))[0].plane, 0), 1);
   assert.equal(hv.RAW_LINES.perHead, true);
 });
+
+test("overview bands: gaps and merges of [top, bottom) ranges", () => {
+  assert.deepEqual(hv.gaps([], 0, 10), [[0, 10]]);
+  assert.deepEqual(hv.gaps([[2, 4], [6, 7]], 0, 10), [[0, 2], [4, 6], [7, 10]]);
+  assert.deepEqual(hv.gaps([[2, 4], [6, 7]], 3, 6.5), [[4, 6]]);
+  assert.deepEqual(hv.gaps([[0, 10]], 0, 10), []);
+  assert.deepEqual(hv.addBand([[0, 2], [5, 6]], [2, 5]), [[0, 6]], "bands that touch merge");
+  assert.deepEqual(hv.addBand([[5, 6]], [0, 1]), [[0, 1], [5, 6]]);
+  assert.ok(hv.crosses(10, 500, [100, 200], 1), "a line across the band");
+  assert.ok(hv.crosses(250, 200.5, [100, 200], 1), "its stroke's edge reaches in");
+  assert.ok(!hv.crosses(10, 20, [30, 40], 2) && !hv.crosses(300, 204, [100, 200], 1), "wholly above or below");
+});
+
+test("overview bands: the rows on screen first, then every row once, half a screen a step, on device pixels", () => {
+  for (const dpr of [1, 1.25, 2]) {
+    for (const [rows, midTop, screen] of [[2460, 300, 1000], [2460, -1700, 800], [9000, 5000, 900], [300, 200, 1000]]) {
+      const full = Math.round(rows * dpr) / dpr; // the canvas's height: whole device pixels
+      const seen = [hv.snapDown(Math.max(0, -midTop), dpr), hv.snapUp(Math.min(full, screen - midTop), dpr)];
+      let done = [];
+      const drawn = [];
+      for (const band of seen[0] < seen[1] ? hv.gaps(done, ...seen) : []) {
+        drawn.push(band);
+        done = hv.addBand(done, band);
+      }
+      const step = hv.snapUp(screen / 2, dpr);
+      for (let band; (band = hv.nextBand(done, full, screen / 2 - midTop, step)); ) {
+        assert.ok(band[1] - band[0] <= step + 1e-9 && band[1] > band[0], `${band} of at most ${step} px`);
+        assert.deepEqual(hv.gaps(done, ...band), [band], `${band} overlaps what is inked: ${JSON.stringify(done)}`);
+        drawn.push(band);
+        done = hv.addBand(done, band);
+        assert.ok(drawn.length < 100);
+      }
+      assert.deepEqual(done, [[0, full]], "every row inked");
+      const length = drawn.reduce((s, [a, b]) => s + b - a, 0);
+      assert.ok(Math.abs(length - full) < 1e-6, "no row twice");
+      for (const v of drawn.flat()) assert.ok(Math.abs(v * dpr - Math.round(v * dpr)) < 1e-6, `${v} at ${dpr}x`);
+      if (seen[0] < seen[1]) assert.deepEqual(drawn[0], seen, "the screen's rows first");
+      // idle time then goes on from the screen outwards: each next band touches what is already inked
+      for (let i = 1; i < drawn.length; i++) {
+        const before = drawn.slice(0, i).reduce((d, b) => hv.addBand(d, b), []);
+        const [a, b] = drawn[i];
+        if (seen[0] < seen[1]) assert.ok(before.some(([x, y]) => y === a || x === b), `${drawn[i]} next to ${before}`);
+      }
+    }
+  }
+});
