@@ -296,8 +296,28 @@ def on_screen(page, selector: str) -> list[int]:
         .filter(([b]) => b.top >= 0 && b.bottom <= h).map(([, i]) => i); }}""", selector)
 
 
-def clicks(page, selectors: list[str]) -> list:
-    return [lambda sel=sel: page.locator(sel).click() for sel in selectors]
+HOLD_MS = 80  # --hand: a press about as long as a quick click by hand
+
+
+def press(page, target, hand: bool) -> None:
+    """One click on a selector or at (x, y): Playwright's own (the pointer arrives, presses and releases within a few
+    ms, so the three inputs share one frame and the first one's duration holds the others' work), or with hand as a
+    hand makes it: the pointer arrives, rests PAUSE_MS (its hover is timed), presses for HOLD_MS, releases."""
+    delay = HOLD_MS if hand else 0
+    if isinstance(target, str):
+        if hand:
+            page.locator(target).hover()
+            page.wait_for_timeout(PAUSE_MS)  # a pacing, as between inputs
+        page.locator(target).click(delay=delay)
+        return
+    if hand:
+        page.mouse.move(*target)
+        page.wait_for_timeout(PAUSE_MS)
+    page.mouse.click(*target, delay=delay)
+
+
+def clicks(page, targets: list, hand: bool = False) -> list:
+    return [lambda target=target: press(page, target, hand) for target in targets]
 
 
 def measure_keys(page, select: str, n: int) -> list:
@@ -313,7 +333,7 @@ def leave_after(page, xy) -> None:
     page.mouse.move(2, 2)
 
 
-def headview_events(page, url: str, text: str) -> dict:
+def headview_events(page, url: str, text: str, hand: bool = False) -> dict:
     open_at(page, url, pages.page("inside-a-head").url, {"text": text}, "hv")
     out = {}
     toks = ".hv .hv-left .hv-tok"
@@ -321,11 +341,12 @@ def headview_events(page, url: str, text: str) -> dict:
     moves = [centre(page, toks, seen[(3 + 7 * i) % len(seen)]) for i in range(12)]
     out["hover"] = timed_batch(page, "hv", [lambda xy=xy: page.mouse.move(*xy) for xy in moves])
     out["leave"] = timed_batch(page, "hv", [lambda xy=xy: leave_after(page, xy) for xy in moves[:6]])
-    out["click"] = timed_batch(page, "hv", clicks(page, [f"{toks} >> nth={seen[(2 + 5 * i) % len(seen)]}" for i in range(6)]))
+    picks = [f"{toks} >> nth={seen[(2 + 5 * i) % len(seen)]}" for i in range(6)]
+    out["click"] = timed_batch(page, "hv", clicks(page, picks, hand))
     settle_app(page)
-    out["layer"] = timed_batch(page, "hv", clicks(page, [f'.hv button[data-layer="{(i + 4) % 6}"]' for i in range(6)]))
+    out["layer"] = timed_batch(page, "hv", clicks(page, [f'.hv button[data-layer="{(i + 4) % 6}"]' for i in range(6)], hand))
     settle_app(page)
-    out["head"] = timed_batch(page, "hv", clicks(page, [f'.hv button[data-head="{(i * 5 + 2) % 12}"]' for i in range(8)]))
+    out["head"] = timed_batch(page, "hv", clicks(page, [f'.hv button[data-head="{(i * 5 + 2) % 12}"]' for i in range(8)], hand))
     settle_app(page)
     if page.locator(".hv select").count():  # the head view's Measure choice, where it has one
         out["measure"] = timed_batch(page, "hv", measure_keys(page, ".hv select", 6))
@@ -333,7 +354,7 @@ def headview_events(page, url: str, text: str) -> dict:
     return out
 
 
-def map_events(page, url: str, text: str) -> dict:
+def map_events(page, url: str, text: str, hand: bool = False) -> dict:
     """The map: one head, then the grid and the model view. The measure switches step through the measures with the
     keyboard; a measure the browser lacks is asked for at once (that wait is the app's, not an input's)."""
     open_at(page, url, "/", {"text": text, "measure": "value"}, "hm")
@@ -343,21 +364,21 @@ def map_events(page, url: str, text: str) -> dict:
     out["hover"] = timed_batch(page, "hm", [lambda xy=xy: page.mouse.move(*xy) for xy in cells])
     toggles = ['.hm button[data-avg="1"]', '.hm button[data-flag="hide_special"]', '.hm button[data-scale="row"]',
                '.hm button[data-flag="beside"]']
-    out["click"] = timed_batch(page, "hm", clicks(page, toggles + toggles[:2] + ['.hm button[data-scale="fixed"]']))
+    out["click"] = timed_batch(page, "hm", clicks(page, toggles + toggles[:2] + ['.hm button[data-scale="fixed"]'], hand))
     settle_app(page)
     # Beside raw on and off eight times: one map and two in turn, the toggle that changes the most of the layout
-    out["beside"] = timed_batch(page, "hm", clicks(page, ['.hm button[data-flag="beside"]'] * 8))
+    out["beside"] = timed_batch(page, "hm", clicks(page, ['.hm button[data-flag="beside"]'] * 8, hand))
     settle_app(page)
-    out["layer"] = timed_batch(page, "hm", clicks(page, [f'.hm button[data-layer="{(i + 4) % 6}"]' for i in range(6)]))
+    out["layer"] = timed_batch(page, "hm", clicks(page, [f'.hm button[data-layer="{(i + 4) % 6}"]' for i in range(6)], hand))
     settle_app(page)
-    out["head"] = timed_batch(page, "hm", clicks(page, [f'.hm button[data-head="{(i * 5 + 2) % 12}"]' for i in range(8)]))
+    out["head"] = timed_batch(page, "hm", clicks(page, [f'.hm button[data-head="{(i * 5 + 2) % 12}"]' for i in range(8)], hand))
     settle_app(page)
     out["measure"] = timed_batch(page, "hm", measure_keys(page, ".hm select.hm-select", 6))
     settle_app(page)
     page.locator('[data-testid="stButtonGroup"] button', has_text="All heads of a layer").click()
     wait_ready(page, TIMEOUT_MS)
     page.wait_for_function(f"() => {HM}?.dataset.thumbs && !{HM}.classList.contains('loading')", timeout=TIMEOUT_MS)
-    out["grid layer"] = timed_batch(page, "hm", clicks(page, [f'.hm button[data-layer="{(i + 1) % 6}"]' for i in range(6)]))
+    out["grid layer"] = timed_batch(page, "hm", clicks(page, [f'.hm button[data-layer="{(i + 1) % 6}"]' for i in range(6)], hand))
     settle_app(page)
     page.locator('[data-testid="stButtonGroup"] button', has_text="Model view").click()
     wait_ready(page, TIMEOUT_MS)
@@ -434,7 +455,7 @@ let k = 0; draw(k); c.addEventListener('click', () => draw(++k));
 </script>"""
 
 
-def floor_events(page, url: str, text: str) -> dict:
+def floor_events(page, url: str, text: str, hand: bool = False) -> dict:
     """Hovers and clicks on the app page's title and empty margin: no handler of ours, only Streamlit's own."""
     open_at(page, url, "/", {"text": text, "measure": "value"}, "hm")
     b = page.locator('[data-testid="stMain"] h1').first.bounding_box()
@@ -442,18 +463,18 @@ def floor_events(page, url: str, text: str) -> dict:
     points = [(b["x"] + b["width"] * f, b["y"] + b["height"] / 2) for f in (0.1, 0.5, 0.9)]
     points += [(width - 40, 300 + 250 * i) for i in range(3)]
     return {"hover": timed_batch(page, "hm", [lambda xy=xy: page.mouse.move(*xy) for xy in points * 2]),
-            "click": timed_batch(page, "hm", [lambda xy=xy: page.mouse.click(*xy) for xy in points])}
+            "click": timed_batch(page, "hm", clicks(page, points, hand))}
 
 
-def bare_events(page) -> dict:
+def bare_events(page, hand: bool = False) -> dict:
     """The bare page: hovers and clicks on its buttons, clicks that redraw its 640 px canvas from 123 x 123 cells."""
     page.set_content(BARE_PAGE)
     buttons = [centre(page, "#row button", i) for i in range(12)]
     box = page.locator("#c").bounding_box()
     return {"hover": timed_batch(page, "", [lambda xy=xy: page.mouse.move(*xy) for xy in buttons]),
-            "click": timed_batch(page, "", [lambda xy=xy: page.mouse.click(*xy) for xy in buttons[:8]]),
-            "canvas click": timed_batch(page, "", [lambda i=i: page.mouse.click(box["x"] + 40 + 60 * i, box["y"] + 60)
-                                                   for i in range(8)])}
+            "click": timed_batch(page, "", clicks(page, buttons[:8], hand)),
+            "canvas click": timed_batch(page, "", clicks(page, [(box["x"] + 40 + 60 * i, box["y"] + 60)
+                                                                for i in range(8)], hand))}
 
 
 VIEWS = {"head view": headview_events, "map": map_events}
@@ -489,13 +510,13 @@ def events(args) -> None:
             context.add_init_script(EVENTS_INIT)
             return context.new_page()
 
-        results[("bare page", 0)] = bare_events(page := fresh_page())
+        results[("bare page", 0)] = bare_events(page := fresh_page(), args.hand)
         page.context.close()
         for n, text in texts.items():
-            results[("app page", n)] = floor_events(page := fresh_page(), url, text)
+            results[("app page", n)] = floor_events(page := fresh_page(), url, text, args.hand)
             page.context.close()
             for name in args.views:
-                results[(name, n)] = VIEWS[name](page := fresh_page(), url, text)
+                results[(name, n)] = VIEWS[name](page := fresh_page(), url, text, args.hand)
                 page.context.close()
         settled, sizes = [], {}
         if whole:  # the payloads are measured with the whole run only
@@ -512,7 +533,9 @@ def events(args) -> None:
           "events), median and max; the rest of a duration is the browser's: waiting for the next frame, style, "
           "layout, paint, raster and presentation. The floor first: \"bare page\" (no Streamlit: buttons, and a 640 px "
           "canvas redrawn per click) and \"app page\" (the Attention page with its map, inputs on its title and empty "
-          "margin, which no code of ours handles)")
+          "margin, which no code of ours handles). Clicks: " + (f"by hand (the pointer arrives, rests {PAUSE_MS} ms, "
+          f"presses for {HOLD_MS} ms; its arrival's events count with the click)" if args.hand else "Playwright's (the "
+          "pointer arrives, presses and releases within a few ms: one frame holds all three)"))
     head = (f"{'view':<10} {'tokens':>6} {'input':<14} {'events':>6} {'>=16':>5} {'>16':>4} {'>33':>4} "
             f"{'to paint, med':>14} {'handlers med/max':>16}  durations")
     print(head + "\n" + "-" * len(head))
@@ -533,7 +556,7 @@ def events(args) -> None:
                   f" {distribution(r['durations'])}"
                   f"{'' if over == 0 else '   <- over ' + str(limit) + ' ms'}")
     if not whole:
-        print(json.dumps({"bench": "events", "rows": rows, "machine": {"cpu": cpu_name(), "loadavg": load}}))
+        print(json.dumps({"bench": "events", "rows": rows, "hand": args.hand, "machine": {"cpu": cpu_name(), "loadavg": load}}))
         return
     print(f"\nmap, settled run at 512 tokens (a head click): {', '.join(f'{b / 1e6:.3f}' for b in settled)} MB "
           f"(goal <= 0.3 MB)")
@@ -541,7 +564,7 @@ def events(args) -> None:
     for title, size in sizes.items():
         print(f"  {title:<45} {size / 1e6:6.2f} MB{'' if size <= 3e6 else '   <- over'}")
     machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "loadavg": load, "date": started}
-    print(json.dumps({"bench": "events", "rows": rows, "settled_bytes": settled, "page_bytes": sizes,
+    print(json.dumps({"bench": "events", "rows": rows, "hand": args.hand, "settled_bytes": settled, "page_bytes": sizes,
                       "machine": machine}))
 
 
@@ -554,6 +577,9 @@ def main() -> None:
     parser.add_argument("--tokens", nargs="+", type=int, choices=(123, 512), default=[123, 512],
                         help="with --events: only these lengths (the payloads need both)")
     parser.add_argument("--payloads", action="store_true", help="only every page's first run at 512 tokens, in bytes")
+    parser.add_argument("--hand", action="store_true", help="with --events: clicks as a hand makes them (the pointer "
+                        f"arrives, rests {PAUSE_MS} ms, presses for {HOLD_MS} ms), not Playwright's press and release "
+                        "within a few ms of arriving")
     args = parser.parse_args()
     if args.payloads:
         payloads_only()
