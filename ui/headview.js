@@ -84,6 +84,10 @@ export function eachLine(plane, T, focus, minW, fn) {
 }
 
 // ------------------------------------------------------------------------------------------------ drawing
+// A px position on the canvas's device pixels: down (or up) to the nearest edge between them.
+export const snapDown = (v, dpr) => Math.floor(v * dpr + 1e-6) / dpr;
+export const snapUp = (v, dpr) => Math.ceil(v * dpr - 1e-6) / dpr;
+
 // Overview bands: [top, bottom) in CSS px on the canvas's device pixels, so that two bands meet without a seam.
 // The parts of [lo, hi) that `done` (sorted, disjoint bands) does not cover.
 export function gaps(done, lo, hi) {
@@ -112,8 +116,10 @@ export function addBand(done, band) {
 }
 
 // The next band to ink in idle time: at most `step` px of the gap nearest to `near` (a px position: the screen's
-// middle on the canvas), from its side nearest to `near`; null when the canvas is whole.
-export function nextBand(done, full, near, step) {
+// middle on the canvas, taken to a device pixel's edge at `dpr`), from its side nearest to `near`; null when the
+// canvas is whole.
+export function nextBand(done, full, at, step, dpr) {
+  const near = snapDown(at, dpr);
   let best = null;
   for (const [a, b] of gaps(done, 0, full)) {
     const d = near < a ? a - near : near > b ? near - b : 0;
@@ -126,9 +132,6 @@ export function nextBand(done, full, near, step) {
   return [from, Math.min(b, from + step)];
 }
 
-// A px position on the canvas's device pixels: down (or up) to the nearest edge between them.
-export const snapDown = (v, dpr) => Math.floor(v * dpr + 1e-6) / dpr;
-export const snapUp = (v, dpr) => Math.ceil(v * dpr - 1e-6) / dpr;
 
 // Whether the line from y1 to y2 (stroked `width` px wide) may reach into band [a, b).
 export const crosses = (y1, y2, band, width) => Math.max(y1, y2) + width + 2 >= band[0]
@@ -453,7 +456,7 @@ class HeadView extends View {
       const screen = window.innerHeight;
       const midTop = this.mid.getBoundingClientRect().top;
       const band = nextBand(this.inkedBands, this.canvas.height / dpr, screen / 2 - midTop,
-        snapUp(screen * INK_STEP, dpr));
+        snapUp(screen * INK_STEP, dpr), dpr);
       if (band) this.ink(this.series(), band);
       this.inkLater();
     });

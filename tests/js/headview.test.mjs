@@ -104,11 +104,18 @@ test("overview bands: gaps and merges of [top, bottom) ranges", () => {
   assert.ok(hv.crosses(10, 500, [100, 200], 1), "a line across the band");
   assert.ok(hv.crosses(250, 200.5, [100, 200], 1), "its stroke's edge reaches in");
   assert.ok(!hv.crosses(10, 20, [30, 40], 2) && !hv.crosses(300, 204, [100, 200], 1), "wholly above or below");
+  // scrolled into rows not inked yet: the band starts at the screen's middle, on a device pixel's edge
+  assert.deepEqual(hv.nextBand([[0, 100]], 1000, 500.3, 200, 1), [500, 700]);
+  assert.deepEqual(hv.nextBand([[0, 100]], 1000, 500.3, 200, 2), [500, 700]);
+  assert.deepEqual(hv.nextBand([[0, 100]], 1000, 500.9, 200, 2), [500.5, 700.5]);
+  assert.deepEqual(hv.nextBand([[0, 100]], 1000, 950, 200, 1), [800, 1000], "near the bottom: the last 200 px");
+  assert.deepEqual(hv.nextBand([[0, 1000]], 1000, 500, 200, 1), null, "whole");
 });
 
 test("overview bands: the rows on screen first, then every row once, half a screen a step, on device pixels", () => {
   for (const dpr of [1, 1.25, 2]) {
-    for (const [rows, midTop, screen] of [[2460, 300, 1000], [2460, -1700, 800], [9000, 5000, 900], [300, 200, 1000]]) {
+    for (const [rows, midTop, screen] of [[2460, 300.37, 1000], [2460, -1700.6, 800], [9000, 5000.2, 900],
+      [300, 200, 1000], [2460.4, 1333.3, 777]]) {
       const full = Math.round(rows * dpr) / dpr; // the canvas's height: whole device pixels
       const seen = [hv.snapDown(Math.max(0, -midTop), dpr), hv.snapUp(Math.min(full, screen - midTop), dpr)];
       let done = [];
@@ -118,7 +125,7 @@ test("overview bands: the rows on screen first, then every row once, half a scre
         done = hv.addBand(done, band);
       }
       const step = hv.snapUp(screen / 2, dpr);
-      for (let band; (band = hv.nextBand(done, full, screen / 2 - midTop, step)); ) {
+      for (let band; (band = hv.nextBand(done, full, screen / 2 - midTop, step, dpr)); ) {
         assert.ok(band[1] - band[0] <= step + 1e-9 && band[1] > band[0], `${band} of at most ${step} px`);
         assert.deepEqual(hv.gaps(done, ...band), [band], `${band} overlaps what is inked: ${JSON.stringify(done)}`);
         drawn.push(band);
