@@ -114,7 +114,7 @@ def tap_histogram(trace: Trace, layer: int, tap: str, bins: int = 60, *, present
 def _clipped(m: float, z: np.ndarray) -> dict:
     """Colour bar that says when a few outliers (e.g. BERT's huge dimensions) saturate the scale."""
     over = np.isfinite(z) & (np.abs(z) > m)
-    return dict(thickness=18, len=1, title=dict(text=f"clipped at ±{m:.3g}" if over.any() else "value", side="right"))
+    return dict(thickness=18, len=1, title=style.bar_title(f"clipped at ±{m:.3g}" if over.any() else "value"))
 
 
 def tensor_heatmap(

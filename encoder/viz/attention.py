@@ -72,7 +72,7 @@ def _heatmap(w: np.ndarray, cats: list[str], scale: str, note: str = "", **extra
     gap = 1 if len(cats) <= 40 else 0
     shown, weights = row_hover(scale, len(cats))
     return dict(type="heatmap", z=z, x=cats, y=cats, zmin=zmin, zmax=zmax, colorscale=style.colorscale(style.ATTENTION_SCALE),
-                xgap=gap, ygap=gap, colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1),
+                xgap=gap, ygap=gap, colorbar=dict(title=style.bar_title(bar), thickness=18, len=1),
                 hovertemplate=f"%{{y}} → %{{x}}: {shown}{note}<extra></extra>", **({"customdata": w} if weights else {}),
                 **extra)
 
@@ -212,7 +212,7 @@ def _thumbnails(trace: Trace, maps: list[tuple[int, int]], cols: int, hide_speci
                          hovertemplate=f"layer {layer}, head {head}<br>%{{y}} → %{{x}}: {shown}<extra></extra>"))
         cells.append([x0, x1, y0, y1])
     layout["coloraxis"] = dict(cmin=0, cmax=top, colorscale=style.colorscale(style.ATTENTION_SCALE),
-                               colorbar=dict(title=dict(text=bar, side="right"), thickness=18))
+                               colorbar=dict(title=style.bar_title(bar), thickness=18))
     return data, layout, cells
 
 
@@ -319,7 +319,7 @@ def attention_pair(traces: dict[str, Trace], layer: int, head: int | None, *, sc
     # the room.
     tick_size = style.MIN_PRESENT_FONT if presentation else layout["font"]["size"]
     layout["coloraxis"] = dict(cmin=zmin, cmax=zmax, colorscale=style.colorscale(style.ATTENTION_SCALE),
-                               colorbar=dict(title=dict(text=bar, side="right"), thickness=18, len=1,
+                               colorbar=dict(title=style.bar_title(bar), thickness=18, len=1,
                                              tickfont=dict(size=tick_size)))
     layout["margin"] |= axes.heatmap_margins(axis.get("ticktext", []), axis.get("tickfont", {}).get("size", 0),
                                              layout["font"]["size"], bar, spare)
@@ -345,7 +345,7 @@ def attention_difference(a: Tensor, b: Tensor, tokens: list[str], title: str, *,
     axis = axes.map_axis(cats, tokens, pos, presentation, height, axes.MAP_TOP)
     fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
                                hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>",
-                               colorbar=dict(title=dict(text="Δ weight", side="right"), thickness=18, len=1)),
+                               colorbar=dict(title=style.bar_title("Δ weight"), thickness=18, len=1)),
                     layout=dict(xaxis=dict(title="key", tickangle=-45, **axes.key_axis(axis, cats, tokens, pos)),
                                 yaxis=dict(title="query", autorange="reversed", **axis)))
     return style.apply(fig, label(title, 120), presentation, height=height, tallest=height)

@@ -80,7 +80,7 @@ def token_strip(sentences: Sequence[tuple[str, Sequence[str], Tensor | np.ndarra
     size = style.FONT_SIZE[presentation]
     cell = dict(type="heatmap", z=z, zmin=-top, zmax=top, zmid=0, colorscale=style.colorscale(style.DIVERGING),
                 xgap=3, ygap=3, hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
-                colorbar=dict(title=dict(text="score", side="right"), thickness=16, len=1))
+                colorbar=dict(title=style.bar_title("score"), thickness=16, len=1))
     if texts:
         cell |= dict(text=text, texttemplate="%{text}", textfont=dict(size=size - 2))
     row_px = (40 if presentation else 34) if texts else 14

@@ -189,7 +189,7 @@ def scores_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
     # the number columns as wide as a projector needs for "-13.69" and "softmax"; K's d_k colours take the rest
     x = _split([0.34, 0.22, 0.22, 0.22], GAP, 0.1, 0.93)
     m, s = _m(steps.q, steps.k), _m(steps.scores)
-    bar = dict(title=dict(text="q, k", side="right"), thickness=14, len=0.5, y=0.5)
+    bar = dict(title=style.bar_title("q, k"), thickness=14, len=0.5, y=0.5)
     masked = steps.outside is not None and bool(steps.outside.any())
     # Keys outside a sliding window: their scaled score is -inf for the softmax, drawn as an empty cell
     scaled = np.where(steps.outside, np.nan, steps.scaled) if masked else steps.scaled
@@ -238,8 +238,8 @@ def values_figure(steps: HeadSteps, *, presentation: bool = False) -> go.Figure:
     height, top, body = _heights(T)
     x = _split([0.18, 0.41, 0.41], GAP, 0.1, 0.93)
     m, mz = _m(steps.v), _m(steps.mixed, steps.z_sum)  # the sum gets its own scale: it is far smaller than v
-    bar = dict(title=dict(text="v", side="right"), thickness=14, len=0.45, y=0.25)
-    zbar = dict(title=dict(text="a·v, z", side="right"), thickness=14, len=0.45, y=0.75)
+    bar = dict(title=style.bar_title("v"), thickness=14, len=0.45, y=0.25)
+    zbar = dict(title=style.bar_title("a·v, z"), thickness=14, len=0.45, y=0.75)
     data = [
         _grid(1, steps.z_sum[None, :], [f"z ({i})"], style.DIVERGING, -mz, mz, "z_i dim %{x}: %{z:.4f}<extra></extra>",
               colorbar=zbar),

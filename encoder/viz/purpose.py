@@ -69,7 +69,7 @@ def similarity_heatmap(sim: Tensor | np.ndarray, sentences: list[str], *, title:
         type="heatmap", z=z.astype(np.float32), x=names, y=names, zmin=-1, zmax=1, zmid=0,
         colorscale=style.colorscale(style.DIVERGING), xgap=2, ygap=2, text=[[f"{v:.2f}" for v in row] for row in z],
         texttemplate="%{text}", textfont=dict(size=size if len(names) <= 6 else size - 3),
-        colorbar=dict(title=dict(text="cosine", side="right"), thickness=18),
+        colorbar=dict(title=style.bar_title("cosine"), thickness=18),
         hovertemplate="%{y}<br>%{x}<br>cosine %{z:.4f}<extra></extra>",
     )
     layout = style.layout(title, presentation, subtitle, height=160 + 70 * max(len(names), 3))
@@ -272,7 +272,7 @@ def rollout_heatmap(matrix: Tensor, tokens: list[str], layer: int, hide_special:
     top = float(np.nanmax(w)) if w.size and np.isfinite(w).any() else 1.0
     heatmap = dict(type="heatmap", z=w.astype(np.float32), x=cats, y=cats, zmin=0, zmax=max(top, 1e-6),
                    colorscale=style.colorscale(style.ATTENTION_SCALE), xgap=gap, ygap=gap,
-                   colorbar=dict(title=dict(text="share", side="right"), thickness=18, len=1),
+                   colorbar=dict(title=style.bar_title("share"), thickness=18, len=1),
                    hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>")
     note = "" if len(pos) == len(tokens) else f" ({label(special_names, 30)} hidden)"
     layout = style.layout(f"{title or f'Attention rollout through layers 0–{layer}'}{note}", presentation, subtitle,

@@ -22,7 +22,7 @@ def position_similarity(table: Tensor, *, presentation: bool = False) -> go.Figu
     ticks = axes.bounds(table.shape[0], z.shape[0])[:-1]
     fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=ticks, y=ticks, zmid=0, zmin=-1, zmax=1, colorscale=style.DIVERGING,
                                hovertemplate="positions %{y} and %{x}: %{z:.3f}<extra></extra>",
-                               colorbar=dict(title=dict(text="cos", side="right"), thickness=18, len=1)))
+                               colorbar=dict(title=style.bar_title("cos"), thickness=18, len=1)))
     fig.update_xaxes(title="position")
     fig.update_yaxes(title="position", autorange="reversed")
     return style.apply(fig, "Cosine similarity between positions", presentation, height=520, narrow=True)
@@ -40,7 +40,7 @@ def token_similarity(vectors: Tensor, tokens: list[str], title: str, *, presenta
     axis = axes.map_axis(cats, tokens, pos, presentation, height, axes.MAP_TOP)
     fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=cats, y=cats, zmid=0, zmin=-1, zmax=1, colorscale=style.DIVERGING,
                                hovertemplate="%{y} and %{x}: %{z:.3f}<extra></extra>",
-                               colorbar=dict(title=dict(text="cos", side="right"), thickness=18, len=1)))
+                               colorbar=dict(title=style.bar_title("cos"), thickness=18, len=1)))
     fig.update_xaxes(tickangle=-45, **axes.key_axis(axis, cats, tokens, pos))
     fig.update_yaxes(autorange="reversed", **axis)
     return style.apply(fig, label(title, 120), presentation, height=height, tallest=height)

@@ -66,6 +66,11 @@ def _white() -> dict:
 
 
 @functools.cache
+def bar_title(text: str) -> dict:
+    """A colour bar's title, running along the bar: set on top, its descenders touched the bar's top number."""
+    return dict(text=text, side="right")
+
+
 def colorscale(name: str) -> list[list]:
     """A named plotly.py colour scale as explicit stops (plotly.js's own scale of the same name can differ)."""
     return plotly.colors.get_colorscale(name)

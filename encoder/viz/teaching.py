@@ -13,11 +13,6 @@ from . import style
 from .text import label
 
 
-def _bar(title: str) -> dict:
-    """A colour bar whose title runs along it: on top, its descenders touched the bar's top number."""
-    return dict(title=dict(text=title, side="right"))
-
-
 def token_attention(rows: Tensor, tokens: list[str], word: str, title: str, *, diff: bool = False,
                     presentation: bool = False) -> go.Figure:
     """(heads, keys) attention of one query token; with diff=True a symmetric diverging scale for a difference."""
@@ -27,10 +22,11 @@ def token_attention(rows: Tensor, tokens: list[str], word: str, title: str, *, d
     if diff:
         m = max(float(np.abs(z).max()), 1e-6)
         trace = go.Heatmap(z=z, x=keys, y=heads, zmid=0, zmin=-m, zmax=m, colorscale=style.DIVERGING,
-                           hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>", colorbar=_bar("Δ weight"))
+                           hovertemplate="%{y} → %{x}: %{z:+.3f}<extra></extra>",
+                           colorbar=dict(title=style.bar_title("Δ weight")))
     else:
         trace = go.Heatmap(z=z, x=keys, y=heads, zmin=0, zmax=1, colorscale=style.ATTENTION_SCALE,
-                           hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>", colorbar=_bar("weight"))
+                           hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>", colorbar=dict(title=style.bar_title("weight")))
     fig = go.Figure(trace)
     fig.update_xaxes(title=f"key (what '{label(word)}' attends to)", tickangle=-45, tickvals=keys,
                      ticktext=[label(t) for t in tokens])
