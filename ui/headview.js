@@ -132,7 +132,6 @@ export function nextBand(done, full, at, step, dpr) {
   return [from, Math.min(b, from + step)];
 }
 
-
 // Whether the line from y1 to y2 (stroked `width` px wide) may reach into band [a, b).
 export const crosses = (y1, y2, band, width) => Math.max(y1, y2) + width + 2 >= band[0]
   && Math.min(y1, y2) - width - 2 < band[1]; // + 2: the antialiased edge, with room to spare
