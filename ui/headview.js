@@ -51,6 +51,10 @@ export const shortLabel = (t) => (t.length > 24 ? `${t.slice(0, 23)}…` : t);
 export const shownHeads = (mode, head, heads) => (mode === "avg" ? [] : mode === "one" ? [head]
   : [...heads].sort((a, b) => a - b));
 
+// Several heads as the app's selection writes them ("1,4,7"): the heads of this model in it, ascending.
+export const headList = (text, NH) => [...new Set(String(text || "").split(",").map((p) => p.trim())
+  .filter((p) => /^\d{1,4}$/.test(p)).map(Number).filter((h) => h < NH))].sort((a, b) => a - b);
+
 export function headsText(mode, head, heads, average, perHead = true) {
   if (!perHead) return "the whole layer";
   return mode === "avg" ? average : mode === "one" ? `head ${head}` : `heads ${shownHeads(mode, head, heads).join(", ")}`;
@@ -244,7 +248,7 @@ class HeadView extends View {
       this.buildPickers();
     }
     // The app's choice applies in full to a new trace; later, only what changed on the app's side.
-    const changed = this.sync.fromApp(h.sel, ["layer", "head", "avg", "query"]);
+    const changed = this.sync.fromApp(h.sel, ["layer", "head", "avg", "heads", "query"]);
     this.apply(fresh ? h.sel : changed, fresh);
     this.refreshPickers();
     this.layout();
@@ -256,18 +260,19 @@ class HeadView extends View {
     else this.refreshPickers();
   }
 
+  // The app's choice: sel holds what changed (all of it for a new trace). The mode follows the app's whole choice
+  // whenever its average flag or several heads changed: the average, else the several heads (the URL's "heads", kept
+  // for a switch back from the average), else one head.
   apply(sel, first) {
-    if (first) {
-      this.mode = sel.avg ? "avg" : "one";
-      this.heads = new Set();
-    }
+    const app = first ? sel : this.sync.app;
     if ("layer" in sel) this.layer = Math.min(sel.layer, this.L - 1);
-    if ("head" in sel) {
-      this.head = Math.min(sel.head, this.NH - 1);
-      if (this.mode === "several") this.heads.add(this.head);
-      else this.heads = new Set([this.head]);
+    if ("head" in sel) this.head = Math.min(sel.head, this.NH - 1);
+    if (first || "avg" in sel || "heads" in sel) {
+      const several = headList(app.heads, this.NH);
+      this.mode = app.avg ? "avg" : several.length ? "several" : "one";
+      this.heads = new Set(several.length ? several : [this.head]);
     }
-    if (!first && "avg" in sel) this.mode = sel.avg ? "avg" : this.mode === "avg" ? "one" : this.mode;
+    if (this.mode === "one") this.heads = new Set([this.head]);
     // A one-token measure (flow) was computed for the pinned query: pin it again when its lines arrive.
     if ((!first || this.lines.note) && "query" in sel && sel.query < this.T) {
       this.focus = { side: "q", i: sel.query };
@@ -317,6 +322,7 @@ class HeadView extends View {
     for (const b of this.modeBox.querySelectorAll("button")) b.disabled = !perHead;
     this.headBox.title = perHead ? "" : NO_HEADS;
     Object.assign(this.root.dataset, { layer: String(this.layer), mode: this.mode, heads: [...shown].join(","),
+      head: String(this.head), several: this.several(),
       focus: this.focus ? `${this.focus.side}${this.focus.i}` : "", pinned: this.pinned ? "1" : "",
       held: this.layers.list() });
   }
@@ -770,8 +776,10 @@ class HeadView extends View {
   toggleHead(h) {
     if (this.mode === "avg" || !this.lines.perHead) return;
     if (this.mode === "one") this.head = h;
-    else if (this.heads.has(h) && this.heads.size > 1) this.heads.delete(h);
-    else {
+    else if (this.heads.has(h) && this.heads.size > 1) {
+      this.heads.delete(h);
+      if (this.head === h) this.head = Math.min(...this.heads); // the head the app follows is one shown
+    } else {
       this.heads.add(h);
       this.head = h;
     }
@@ -789,11 +797,17 @@ class HeadView extends View {
   }
 
   // ---------------------------------------------------------------------------------------------- sync
-  // The view's choice for the app: layer, head, head average, and the pinned query token if there is one.
+  // The view's choice for the app: layer, head, head average, several heads ("" unless that mode; the head is one of
+  // them), and the pinned query token if there is one.
   pick() {
-    const pick = { layer: this.layer, head: this.head, avg: this.mode === "avg" };
+    const pick = { layer: this.layer, head: this.head, avg: this.mode === "avg", heads: this.several() };
     if (this.focus && this.focus.side === "q" && this.pinned) pick.query = this.focus.i;
     return pick;
+  }
+
+  // Several heads as the URL keeps them ("1,4,7"), or "" in the other modes.
+  several() {
+    return this.mode === "several" ? shownHeads(this.mode, this.head, this.heads).join(",") : "";
   }
 
   settle() {

@@ -142,11 +142,21 @@ def _fractions(maps: torch.Tensor) -> tuple[torch.Tensor, list[float] | None]:
 
 
 def selection(trace: encoder.Trace) -> dict[str, Any]:
-    """The store's layer, head, head-average flag and query token, moved into this trace's range."""
+    """The store's layer, head, head-average flag, several heads and query token, moved into this trace's range."""
+    state.put("heads", several_heads(state.get("heads"), trace.num_heads))
     return dict(layer=state.fit("layer", lo=0, hi=trace.num_layers - 1),
                 head=state.fit("head", options=range(trace.num_heads)),
-                avg=bool(state.get("avg")),
+                avg=bool(state.get("avg")), heads=state.get("heads"),
                 query=state.fit("query", lo=0, hi=trace.seq_len - 1))
+
+
+def several_heads(text: Any, num_heads: int) -> str:
+    """The head view's "Several heads" as the URL keeps them: distinct heads of this model, ascending, comma-separated
+    ("" for one head or the average). What is not a head of this model (from a link or a pick) is left out."""
+    parts = text.split(",") if isinstance(text, str) else []
+    picked = {int(p) for p in (q.strip() for q in parts) if p.isascii() and p.isdigit() and len(p) <= 4
+              and int(p) < num_heads}
+    return ",".join(str(h) for h in sorted(picked))
 
 
 # ------------------------------------------------------------------------------------------------ per-trace caches
@@ -213,7 +223,7 @@ def in_range(value: Any, key: str) -> bool:
 
 
 def store_pick(component_key: str, fetching: bool = False) -> None:
-    """A component's pick (layer, head, avg, query) into the store; anything malformed is ignored.
+    """A component's pick (layer, head, avg, heads, query) into the store; anything malformed is ignored.
 
     Where the view asks for layers (fetching), a pick with need=true reruns only the view's fragment, to bring the
     layer; the settled choice then reruns the app, so the rest of the page follows it.
@@ -227,5 +237,7 @@ def store_pick(component_key: str, fetching: bool = False) -> None:
             state.put(name, pick[name])
     if isinstance(pick.get("avg"), bool):
         state.put("avg", pick["avg"])
+    if isinstance(pick.get("heads"), str):  # the head view's; checked against the model when next drawn (selection)
+        state.put("heads", several_heads(pick["heads"], SETTINGS["head"].hi + 1))
     if fetching and pick.get("need") is not True:
         st.rerun()

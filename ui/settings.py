@@ -226,6 +226,7 @@ SETTINGS: dict[str, Setting] = {
         Setting("quiz", "", str),  # one character per question: its chosen option, or "-"
         # Inside a head (issue 12).
         Setting("query", 0, int, None, 0, 4095, label="Query token", widget="selectbox"),
+        Setting("heads", "", str),  # the head view's "Several heads", e.g. "1,4,7"; "" for one head or the average
         # What the encoder is for (issue 13).
         Setting("pool", "mean", str, ("mean", "cls"), label="Pooling", widget="segmented",
                 names={"mean": "Mean of tokens", "cls": "[CLS] vector"}),

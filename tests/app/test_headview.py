@@ -114,6 +114,12 @@ def decoded(data: bytes) -> tuple[dict, bytes]:
 
 
 # ------------------------------------------------------------------------------------------------ no browser
+def test_several_heads_keep_this_models_heads_once_each_ascending():
+    assert payload.several_heads("7,1,4", 12) == "1,4,7"
+    assert payload.several_heads(" 2, x,99,\u0663,,2,12,11,-1,1e1,0003,00004," + "9" * 5000, 12) == "2,3,11"
+    assert payload.several_heads("", 12) == payload.several_heads(None, 12) == payload.several_heads(["1"], 12) == ""
+
+
 def test_payload_round_trips_within_half_a_step():
     att = torch.rand(2, 3, 5, 5, generator=torch.Generator().manual_seed(0)).softmax(-1)
     trace = type("T", (), dict(seq_len=5, num_layers=2, num_heads=3, tokens=list("abcde"), labels=list("abcde"),
@@ -197,6 +203,39 @@ def test_hover_switch_and_average_draw_the_traces_weights_and_reach_the_url(page
     assert page.get_by_text("Inside layer 2, head 5").count() == 1
     assert_clean(page, app)
     assert not page.outside, page.outside
+
+
+def test_several_heads_reach_the_url_and_reopen_from_it(page, app, model):
+    trace = run(model, SENTENCE)
+    it = trace.tokens.index("it")
+    open_view(page, app)  # layer 3, head 1
+    page.locator('.hv button[data-mode="several"]').click()
+    for h in (4, 7, 9, 9, 1):  # on, on, on (followed), off (followed: 1, the lowest shown), off (followed: 4)
+        page.locator(f'.hv button[data-head="{h}"]').click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('heads') === '4,7'", timeout=CHANGE_MS)
+    settle(page)
+    assert query(page)["head"] == ["4"] and page.get_by_text("Inside layer 3, head 4").count() == 1
+
+    page.reload()
+    settle(page)
+    token(page, "left", it).hover()
+    s = wait_state(page, lambda s: s["focus"] == f"q{it}" and s["lines"])
+    assert (s["mode"], s["heads"]) == ("several", "4,7")
+    check_lines(s["lines"], trace.attention[3, [4, 7], it], it, ["4", "7"])
+
+    # A link's heads: what is not a head of this model is left out (the walkthrough's head need not be one of them).
+    s = open_view(page, app, {"heads": "2,x,99,\u0663,,2,6", "head": "5"})
+    assert (s["mode"], s["heads"]) == ("several", "2,6")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('heads') === '2,6'", timeout=CHANGE_MS)
+    assert page.get_by_text("Inside layer 3, head 5").count() == 1
+    page.locator('.hv button[data-mode="avg"]').click()  # the average: no several heads in the URL
+    page.wait_for_function("() => { const q = new URLSearchParams(location.search); "
+                           "return q.get('avg') === 'true' && !q.has('heads'); }", timeout=CHANGE_MS)
+    settle(page)
+    page.reload()
+    settle(page)
+    assert wait_state(page, lambda s: True)["mode"] == "avg"
+    assert_clean(page, app)
 
 
 # Counts script runs from now on: each time the app's script state turns "running" (also used by the benchmark).

@@ -21,10 +21,12 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.app.walk import (
+    HV_SETTINGS,
     LOAD_S,
     MAP_SETTINGS,
     PAGES,
     SMALL,
+    HeadViewControl,
     MapControl,
     Tab,
     Widget,
@@ -57,13 +59,14 @@ KNOB_TARGETS = {"d_model": (32, 64, 96, 128), "num_heads": (1, 2, 3, 4, 8, 16), 
                 "num_layers": (1, 2, 3)}
 # (seed, start page, start URL settings): at least 200 steps in all.
 # Seed 4 stays on Attention: the map's own controls and Measure choice among the sidebar's, for 30 steps.
+# Seed 6 stays on Inside a head: the head view's own buttons and tokens among the page's controls, for 20 steps.
 # Seed 5 starts on the ModernBERT-style knobs (rotary, GeGLU, no bias, a window with global layers) at a size the walk
 # runs quickly.
 MODERN = SMALL | {"d_ff": "256", "norm": "pre", "final_norm": "true", "positional": "rotary", "rope_theta": "160000",
                   "ffn": "geglu", "bias": "false", "window": "4", "global_every": "2", "num_layers": "3"}
 WALKS = [(1, "/", SMALL), (2, "/", {}), (3, "/side-by-side", SMALL | {"norm": "pre", "text": "The cat sat."}),
-         (4, "/", {"measure": "value", "beside": "true"}), (5, "/", MODERN)]
-STAY = {4: 30}  # seed -> steps of a walk that never opens another page
+         (4, "/", {"measure": "value", "beside": "true"}), (5, "/", MODERN), (6, "/inside-a-head", {"heads": "2,5"})]
+STAY = {4: 30, 6: 20}  # seed -> steps of a walk that never opens another page
 STEPS = 40  # per walk; five walks from different starting views
 
 
@@ -86,6 +89,8 @@ def controls(tab: Tab) -> list[tuple[str, Widget | MapControl | str]]:
             found.append((f"button:{b['label']}", b["label"]))
     for c in tab.map_controls():
         found.append((f"map:{c.selector or c.label}", c))
+    for c in tab.head_view_controls():
+        found.append((f"head-view:{c.kind}:{c.selector}", c))
     if tab.page.locator('[data-testid="stMain"] .cl-btn').count():
         found.append(("component:copy-link", COPY_LINK))
     if tab.path() != "/lessons":  # the Lessons page is no view to add
@@ -109,6 +114,14 @@ def use(tab: Tab, rng: random.Random, control: Widget | MapControl | str | tuple
         size = tab.use_map(control)
         assert size is None or size > 0, "the map's PNG was empty"
         return f"map {control.label!r} ({control.selector})" + (f" (PNG {size} bytes)" if size is not None else "")
+    if isinstance(control, HeadViewControl):
+        if control.kind == "token":
+            i = rng.randrange(tab.head_view()["tokens"])
+            tab.use_head_view(control, i)
+            return f"head view: click token {i} of the {control.selector} column"
+        size = tab.use_head_view(control)
+        assert size is None or size > 0, f"the head view's {control.label} was empty"
+        return f"head view {control.label!r} ({control.selector})" + (f" ({size} bytes)" if size is not None else "")
     if control == ADD_VIEW:
         before, note = tab.own_slides(), rng.choice(NOTES)
         after = tab.add_view(note)
@@ -295,10 +308,41 @@ def change_map_controls(tab: Tab, log: list[str]) -> None:
         assert "Save" in step or tab.url_values() != before, f"map {step} changed no setting\n" + "\n".join(log)
 
 
+# The head view's controls, each once, in an order where each changes a setting (after the map's steps: layer 1,
+# head 5; a query token pinned: the query), ending on several heads, head 5 among them as the map left it (the later
+# pages' Head widgets move it on from there, and the 8-head custom model below keeps it); then its exports.
+HV_STEPS = ['button[data-layer="4"]', 'button[data-head="7"]', 'button[data-mode="several"]', 'button[data-head="5"]',
+            "token:3", 'button[data-mode="avg"]', 'button[data-mode="one"]', 'button[data-mode="several"]',
+            'button[title$="PNG for slides"]', 'button[title$="SVG for slides"]']
+
+
+def change_head_view_controls(tab: Tab, log: list[str]) -> None:
+    """Use every control of the head view once (it is on Inside a head), with raw attention's lines (the Attention
+    page's steps left a measure without heads, whose head and mode buttons are off)."""
+    if tab.url_values()["measure"] != "raw":
+        tab.pick_select("w-measure", SETTINGS["measure"].show("raw"))
+        log.append(f"{PAGES[tab.path()]}: measure -> raw")
+    for step in HV_STEPS:
+        since = len(tab.log.lines)
+        before = tab.url_values()
+        if step.startswith("token:"):
+            tab.use_head_view(HeadViewControl("token", "left"), int(step.removeprefix("token:")))
+            size = None
+        else:
+            label = "PNG" if "PNG" in step else "SVG" if "SVG" in step else ""
+            size = tab.use_head_view(HeadViewControl("button", step, label))
+            assert size is None or size > 0, f"the head view's {label} was empty"
+        log.append(f"{PAGES[tab.path()]}: head view {step}")
+        assert_consistent(tab, since, "\n".join(log))
+        assert size is not None or tab.url_values() != before, f"head view {step} changed no setting\n" + "\n".join(log)
+
+
 def change_page_controls(tab: Tab, log: list[str]) -> None:
     """Change every setting widget of the page's main area (not the sentence) and press every button once."""
     if tab.map() is not None:
         change_map_controls(tab, log)
+    if tab.head_view() is not None:
+        change_head_view_controls(tab, log)
     done: set[str] = set()
     while True:
         todo = [w for w in tab.widgets() if w.setting not in (None, "text") and not w.sidebar and not w.disabled
@@ -413,7 +457,7 @@ def test_every_control_then_every_page(tabs):
         log.append(f"open {title!r}")
         change_page_controls(tab, log)
         expect[path] = {w.setting for w in tab.widgets() if w.setting and not w.sidebar and w.setting != "text"}
-        expect[path] |= tab.drawn_settings() & set(MAP_SETTINGS)
+        expect[path] |= tab.drawn_settings() & (set(MAP_SETTINGS) | set(HV_SETTINGS))
         if path == "/lessons":
             play_your_lesson(tab, log, since)
         else:

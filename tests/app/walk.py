@@ -186,6 +186,40 @@ class MapControl:
         return self.label == "PNG"
 
 
+# The head view on Inside a head (ui/headview.js), when it is on the page and has drawn: its state (root's data-*)
+# and its buttons (layer, head, mode, the exports), as for the map.
+HV_ROOT = """[...document.querySelectorAll('[data-testid="stBidiComponentIsolated"]')]
+  .map(e => e.shadowRoot?.querySelector('.hv')).find(Boolean)"""
+HV_JS = "() => {\n  const r = " + HV_ROOT + """;
+  if (!r || !r.dataset.draws) return null;
+  const attrs = ['layer', 'head', 'mode'];
+  const selector = (b) => {
+    const a = attrs.find(k => b.dataset[k] !== undefined);
+    return a ? `button[data-${a}="${b.dataset[a]}"]` : `button[title="${b.title}"]`;
+  };
+  const buttons = [...r.querySelectorAll('.ee-bar button')].filter(b => b.checkVisibility())
+    .map(b => ({selector: selector(b), label: b.textContent, disabled: b.disabled}));
+  return {state: {...r.dataset}, loading: r.classList.contains('loading'), buttons,
+          tokens: r.querySelectorAll('.hv-left .hv-tok').length};
+}"""
+HV_DRAWN_OR_ABSENT_JS = f"() => {{ const r = {HV_ROOT}; return !r || !!r.dataset.draws; }}"
+HV_SETTINGS = ("layer", "head", "avg", "heads", "query")  # what the head view shows and picks
+
+
+@dataclass
+class HeadViewControl:
+    """One control of the head view: a button (by its selector), or a token of a column ("left": a query, pinned by
+    a click and sent to the app; "right": a key), which the walk chooses."""
+
+    kind: str  # "button" or "token"
+    selector: str = ""  # a button's; a token's column
+    label: str = ""
+
+    @property
+    def download(self) -> bool:
+        return self.label in ("PNG", "SVG")
+
+
 @dataclass
 class Widget:
     key: str  # the container's st-key-* suffix: "w-<setting>" for settings, "w-quiz_<id>" for quiz answers
@@ -295,45 +329,86 @@ class Tab:
     def map_controls(self) -> list[MapControl]:
         """The map's usable controls: its enabled buttons and each option of its Measure choice. A map that is on the
         page waits for its first drawing (up to STEP_S): listed before it, a seed's walk took other steps under load."""
-        try:
-            self.page.wait_for_function(MAP_DRAWN_OR_ABSENT_JS, timeout=STEP_S * 1000, polling=100)
-        except PlaywrightTimeout:
-            raise AssertionError(f"the attention map was on the page for {STEP_S} s and never drew") from None
-        shown = self.map()
+        shown = self.once_drawn("the attention map", MAP_DRAWN_OR_ABSENT_JS, self.map)
         if shown is None:
             return []
         out = [MapControl("button", b["selector"], b["label"]) for b in shown["buttons"] if not b["disabled"]]
         return out + [MapControl("measure", label=key, options=tuple(shown["measures"])) for key in shown["measures"]]
 
+    def once_drawn(self, what: str, drawn_or_absent: str, state: Callable[[], dict | None]) -> dict | None:
+        """A component's state() once it has drawn (waiting up to STEP_S), or None when it is not on the page."""
+        try:
+            self.page.wait_for_function(drawn_or_absent, timeout=STEP_S * 1000, polling=100)
+        except PlaywrightTimeout:
+            raise AssertionError(f"{what} was on the page for {STEP_S} s and never drew") from None
+        return state()
+
     def drawn_settings(self) -> set[str]:
-        """The settings on screen: those of the Streamlit widgets, and the map's when it is on the page."""
+        """The settings on screen: those of the Streamlit widgets, and the map's and head view's when on the page."""
         drawn = {w.setting for w in self.widgets() if w.setting is not None}
-        return drawn | (set(MAP_SETTINGS) if self.map() is not None else set())
+        drawn |= set(MAP_SETTINGS) if self.map() is not None else set()
+        return drawn | (set(HV_SETTINGS) if self.head_view() is not None else set())
 
     def use_map(self, control: MapControl, value: str | None = None) -> int | None:
         """Click a map button (or choose measure `value`), then wait until the map's choice has reached the app
         (it goes once the clicking stops) and the URL holds it; for the PNG button, the size of the file saved."""
         root = self.page.locator(".hm")  # the locator pierces the component's shadow root
         if control.download:
-            with self.page.expect_download(timeout=STEP_S * 1000) as info:
-                root.locator(control.selector).click()
-            path = info.value.path()
-            return path.stat().st_size if path else -1
+            return self.saved_size(root.locator(control.selector))
         if control.kind == "measure":
             root.locator("select.hm-select").select_option(value)
         else:
             root.locator(control.selector).click()
+        self.until_in_url("the map", self.map, map_mismatches)
+        return None
+
+    def saved_size(self, button) -> int:
+        """Click a component's export button: the size of the file saved."""
+        with self.page.expect_download(timeout=STEP_S * 1000) as info:
+            button.click()
+        path = info.value.path()
+        return path.stat().st_size if path else -1
+
+    def until_in_url(self, what: str, state: Callable[[], dict | None],
+                     mismatched: Callable[[dict, dict[str, Any]], list[str]]) -> None:
+        """Wait until the app has settled and a component's choice (its state(), compared by mismatched) has reached
+        the URL: it goes once the clicking stops."""
         deadline = time.monotonic() + STEP_S
         while True:
-            shown, values = self.map(), url_settings(self.page.url)[0]
+            shown, values = state(), url_settings(self.page.url)[0]
             s = self.status()
             settled = s["ready"] and s["quietMs"] >= QUIET_S * 1000 and time.monotonic() - self.ws_last >= QUIET_S
-            if settled and (shown is None or (not map_mismatches(shown, values) and not shown["loading"])):
-                return None
+            if settled and (shown is None or (not mismatched(shown, values) and not shown["loading"])):
+                return
             if time.monotonic() > deadline:
-                raise AssertionError(f"the map's choice never reached the URL: {shown and shown['state']}, "
-                                     f"{map_mismatches(shown, values) if shown else ''}")
+                raise AssertionError(f"{what}'s choice never reached the URL: {shown and shown['state']}, "
+                                     f"{mismatched(shown, values) if shown else ''}")
             time.sleep(0.1)
+
+    def head_view(self) -> dict | None:
+        """The head view's state and controls (HV_JS), or None when it is not on the page."""
+        return self.page.evaluate(HV_JS)
+
+    def head_view_controls(self) -> list[HeadViewControl]:
+        """The head view's enabled buttons and its two columns of tokens, once it has drawn (up to STEP_S)."""
+        shown = self.once_drawn("the head view", HV_DRAWN_OR_ABSENT_JS, self.head_view)
+        if shown is None:
+            return []
+        out = [HeadViewControl("button", b["selector"], b["label"]) for b in shown["buttons"] if not b["disabled"]]
+        return out + [HeadViewControl("token", "left"), HeadViewControl("token", "right")]
+
+    def use_head_view(self, control: HeadViewControl, i: int = 0) -> int | None:
+        """Click a head-view button, or token i of a column, then wait until the view's choice has reached the app
+        (once the clicking stops) and the URL holds it; for an export, the size of the file saved."""
+        root = self.page.locator(".hv")  # the locator pierces the component's shadow root
+        if control.download:
+            return self.saved_size(root.locator(control.selector))
+        if control.kind == "token":
+            root.locator(f".hv-{control.selector} .hv-tok").nth(i).click()
+        else:
+            root.locator(control.selector).click()
+        self.until_in_url("the head view", self.head_view, head_view_mismatches)
+        return None
 
     def shown(self) -> dict:
         return self.page.evaluate(PAGE_JS, list(BROKEN))
@@ -358,6 +433,9 @@ class Tab:
         shown = self.map()
         if shown is not None:
             sig |= {f"map {key}": shown["state"].get(name) for key, name in MAP_SETTINGS.items()}
+        view = self.head_view()
+        if view is not None:  # a pinned token is not part of a link (the query is: the walkthrough shows it)
+            sig |= {f"head view {key}": view["state"].get(key) for key in ("layer", "head", "mode", "heads")}
         return sig
 
     # ---- acting: each helper performs one user action and waits until the app has settled
@@ -686,6 +764,24 @@ def map_mismatches(shown: dict, values: dict[str, Any]) -> list[str]:
     return wrong
 
 
+def head_view_mismatches(shown: dict, values: dict[str, Any]) -> list[str]:
+    """Every choice the head view shows that the URL's settings do not hold: layer, head (where heads are shown),
+    the average, several heads, and a pinned query token."""
+    s, wrong = shown["state"], []
+    want = {"layer": str(values["layer"]), "several": values["heads"] if s.get("mode") != "avg" else s.get("several"),
+            "mode == avg": str(bool(values["avg"]))}
+    have = {"layer": s.get("layer"), "several": s.get("several"), "mode == avg": str(s.get("mode") == "avg")}
+    if s.get("heads"):  # heads are shown (not the average, nor a measure without heads): the head followed
+        want["head"], have["head"] = str(values["head"]), s.get("head")
+    focus = s.get("focus") or ""
+    if s.get("pinned") and focus.startswith("q"):
+        want["query"], have["query"] = str(values["query"]), focus[1:]
+    for key, value in want.items():
+        if have[key] != value:
+            wrong.append(f"head view {key}: shows {have[key]!r}, the URL says {value!r}")
+    return wrong
+
+
 def _short(value: Any, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}… ({len(str(value))} chars)"
@@ -709,6 +805,9 @@ def check_screen(tab: Tab, since: int = 0) -> list[str]:
     shown = tab.map()
     if shown is not None:
         problems += map_mismatches(shown, values)
+    view = tab.head_view()
+    if view is not None:
+        problems += head_view_mismatches(view, values)
     impossible = config_problem(values)
     if impossible and not any(impossible[:30] in alert for alert in page["alerts"]):
         problems.append(f"an impossible config without its message: {impossible!r}; alerts: {page['alerts']}")

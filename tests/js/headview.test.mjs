@@ -44,6 +44,13 @@ test("heads shown and named by mode", () => {
   assert.equal(hv.shortLabel("x".repeat(30)), `${"x".repeat(23)}…`);
 });
 
+test("several heads read from the app's choice: this model's heads, once each, ascending", () => {
+  assert.deepEqual(hv.headList("7,1,4", 12), [1, 4, 7]);
+  assert.deepEqual(hv.headList(" 2, x,99,\u0663,,2,12,11,-1,1e1,0003,00004", 12), [2, 3, 11]);
+  assert.deepEqual(hv.headList("", 12), []);
+  assert.deepEqual(hv.headList(undefined, 12), []);
+});
+
 // 2 layers x 2 heads x 3 tokens, weights in steps of 1/65535.
 function layers() {
   const w = Uint16Array.from({ length: 2 * 2 * 3 * 3 }, (_, i) => (i % 3 === 0 ? 65535 : 0));
