@@ -8,6 +8,7 @@ with a sentence saying which and why: a mangled link never breaks the app.
 from __future__ import annotations
 
 import base64
+import re
 import urllib.parse
 import zlib
 from collections.abc import Iterable, Mapping
@@ -70,6 +71,7 @@ class Setting:
     step: float | None = None
     help: str | None = None
     captions: tuple[str, ...] | None = None  # radio only: one line under each option
+    form: tuple[str, str] | None = None  # str only: a pattern the whole value matches, and what to write instead
 
     def parse(self, raw: str) -> Any:
         """Convert one URL value, or raise ValueError saying what is allowed."""
@@ -82,6 +84,8 @@ class Setting:
             raise ValueError("expected true or false")
         if self.kind is str:
             value: Any = raw
+            if self.form is not None and not re.fullmatch(self.form[0], raw):
+                raise ValueError(self.form[1])
         else:
             try:
                 number = float(raw)
@@ -226,7 +230,8 @@ SETTINGS: dict[str, Setting] = {
         Setting("quiz", "", str),  # one character per question: its chosen option, or "-"
         # Inside a head (issue 12).
         Setting("query", 0, int, None, 0, 4095, label="Query token", widget="selectbox"),
-        Setting("heads", "", str),  # the head view's "Several heads", e.g. "1,4,7"; "" for one head or the average
+        Setting("heads", "", str, form=(r"([0-9]{1,4}(,[0-9]{1,4})*)?", "expected head numbers separated by commas, "
+                                        "such as 1,4,7")),  # the head view's "Several heads"; "" for one or the average
         # What the encoder is for (issue 13).
         Setting("pool", "mean", str, ("mean", "cls"), label="Pooling", widget="segmented",
                 names={"mean": "Mean of tokens", "cls": "[CLS] vector"}),
@@ -310,7 +315,7 @@ def from_query(params: Mapping[str, Iterable[str] | str]) -> tuple[dict[str, Any
         try:
             values[key] = setting.parse(raws[-1])
         except ValueError as err:
-            fallback = setting.format(setting.default)
+            fallback = setting.format(setting.default) or "none"
             problems.append(f"URL parameter {key}={_short(raws[-1])} is not valid ({err}); using {fallback}.")
     return values, problems
 

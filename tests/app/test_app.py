@@ -176,6 +176,7 @@ def test_query_params_restore_the_settings():
         {"layer": "40", "head": "-3", "view": "<script>"},
         {"model": ["custom", "pretrained", "custom"], "num_heads": ["4", "8"]},
         {"unknown": "1", "text": "%00%ff"},
+        {"heads": "1,<b>x</b>"},
     ],
 )
 def test_hostile_urls_fall_back_and_say_so(params):

@@ -223,8 +223,9 @@ def test_several_heads_reach_the_url_and_reopen_from_it(page, app, model):
     assert (s["mode"], s["heads"]) == ("several", "4,7")
     check_lines(s["lines"], trace.attention[3, [4, 7], it], it, ["4", "7"])
 
-    # A link's heads: what is not a head of this model is left out (the walkthrough's head need not be one of them).
-    s = open_view(page, app, {"heads": "2,x,99,\u0663,,2,6", "head": "5"})
+    # A link's heads: what is not a head of this model is left out (the walkthrough's head need not be one of them);
+    # what is not a list of numbers is refused with a sentence (tests/app/test_app.py).
+    s = open_view(page, app, {"heads": "2,99,6,2", "head": "5"})
     assert (s["mode"], s["heads"]) == ("several", "2,6")
     page.wait_for_function("() => new URLSearchParams(location.search).get('heads') === '2,6'", timeout=CHANGE_MS)
     assert page.get_by_text("Inside layer 3, head 5").count() == 1

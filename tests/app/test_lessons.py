@@ -108,6 +108,8 @@ def _settings_values() -> st.SearchStrategy[dict]:
             return st.integers(int(setting.lo), int(setting.hi))
         if setting.kind is float and setting.lo is not None:
             return st.floats(setting.lo, setting.hi).map(lambda x: round(x, 4))
+        if setting.form is not None:  # a text of a given form (several heads: "1,4,7")
+            return st.from_regex(setting.form[0], fullmatch=True)
         return st.text(max_size=60)
     return st.fixed_dictionaries({}, optional={k: one(s) for k, s in settings.SETTINGS.items() if k != "present"})
 

@@ -151,7 +151,9 @@ PAGE_JS = """(broken) => {
 
 # The Attention page's map (ui/heatmap.js), when it is on the page and has drawn: its state (root's data-*), whether
 # it waits for data, and its controls: buttons by a selector that finds each again, the measures it offers.
-MAP_ROOT = """document.querySelector('[data-testid="stBidiComponentIsolated"]')?.shadowRoot?.querySelector('.hm')"""
+# Any of the page's components (while a lesson plays, the clicker keys' comes first).
+MAP_ROOT = """[...document.querySelectorAll('[data-testid="stBidiComponentIsolated"]')]
+  .map(e => e.shadowRoot?.querySelector('.hm')).find(Boolean)"""
 MAP_JS = "() => {\n  const r = " + MAP_ROOT + """;
   if (!r || !r.dataset.draws) return null;
   const attrs = ['layer', 'head', 'avg', 'flag', 'scale'];
@@ -187,7 +189,7 @@ class MapControl:
 
 
 # The head view on Inside a head (ui/headview.js), when it is on the page and has drawn: its state (root's data-*)
-# and its buttons (layer, head, mode, the exports), as for the map.
+# and its buttons (layer, head, mode, the exports), as for the map; also from any of the page's components.
 HV_ROOT = """[...document.querySelectorAll('[data-testid="stBidiComponentIsolated"]')]
   .map(e => e.shadowRoot?.querySelector('.hv')).find(Boolean)"""
 HV_JS = "() => {\n  const r = " + HV_ROOT + """;
