@@ -299,21 +299,34 @@ def on_screen(page, selector: str) -> list[int]:
 HOLD_MS = 80  # --hand: a press about as long as a quick click by hand
 
 
+# A selector's centre in the window, scrolled to the middle first if it is not wholly in view: read from the page
+# at once. (Playwright's hover() and click() first watch the element over two animation frames, so the pointer then
+# arrives just after a frame began and its event waits most of a frame for the next one, every time; a hand's
+# pointer arrives at any moment of a frame.)
+CENTRE_JS = """(e) => {
+  let r = e.getBoundingClientRect();
+  if (r.top < 0 || r.bottom > innerHeight) { e.scrollIntoView({block: 'center'}); r = e.getBoundingClientRect(); }
+  return [r.x + r.width / 2, r.y + r.height / 2];
+}"""
+
+
 def press(page, target, hand: bool) -> None:
     """One click on a selector or at (x, y): Playwright's own (the pointer arrives, presses and releases within a few
     ms, so the three inputs share one frame and the first one's duration holds the others' work), or with hand as a
-    hand makes it: the pointer arrives, rests PAUSE_MS (its hover is timed), presses for HOLD_MS, releases."""
-    delay = HOLD_MS if hand else 0
-    if isinstance(target, str):
-        if hand:
-            page.locator(target).hover()
-            page.wait_for_timeout(PAUSE_MS)  # a pacing, as between inputs
-        page.locator(target).click(delay=delay)
+    hand makes it: the pointer arrives, rests PAUSE_MS (its hover is timed), presses for HOLD_MS, releases, all at
+    one point (CENTRE_JS for a selector)."""
+    if not hand:
+        if isinstance(target, str):
+            page.locator(target).click()
+        else:
+            page.mouse.click(*target)
         return
-    if hand:
-        page.mouse.move(*target)
-        page.wait_for_timeout(PAUSE_MS)
-    page.mouse.click(*target, delay=delay)
+    x, y = page.locator(target).evaluate(CENTRE_JS) if isinstance(target, str) else target
+    page.mouse.move(x, y)
+    page.wait_for_timeout(PAUSE_MS)  # pacings, as between inputs
+    page.mouse.down()
+    page.wait_for_timeout(HOLD_MS)
+    page.mouse.up()
 
 
 def clicks(page, targets: list, hand: bool = False) -> list:
