@@ -19,7 +19,7 @@ from typing import Any
 import encoder
 from encoder.viz.export import export_name
 
-from . import fragment, measure_lines, need_trace, payload
+from . import fragment, measure_lines, need_trace, payload, state
 from .components import register
 
 __all__ = ["KEY", "show", "ships_all"]
@@ -36,11 +36,20 @@ def show(fr: Any, trace: encoder.Trace) -> dict[str, Any]:
     When the lines' layers do not all fit in one payload, the view sits in a fragment of its own: asking for a
     layer reruns only the view, and the choice reaches the rest of the page once the clicking stops.
     """
+    _follow_head(trace)
     if not measure_lines.ships_all(fr, trace, measure_lines.current(fr, trace)):
         _one_layer_at_a_time()
     else:
         _draw(fr, trace, fetching=False)
     return payload.selection(trace)
+
+
+def _follow_head(trace: encoder.Trace) -> None:
+    """Several heads include the head the walkthrough below follows: one chosen on another page (the map's Head) or
+    by a link joins them, so the view shows it."""
+    sel = payload.selection(trace)
+    if sel["heads"] and not sel["avg"]:
+        state.put("heads", payload.several_heads(f"{sel['heads']},{sel['head']}", trace.num_heads))
 
 
 def ships_all(fr: Any, trace: encoder.Trace) -> bool:

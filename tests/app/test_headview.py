@@ -223,11 +223,22 @@ def test_several_heads_reach_the_url_and_reopen_from_it(page, app, model):
     assert (s["mode"], s["heads"]) == ("several", "4,7")
     check_lines(s["lines"], trace.attention[3, [4, 7], it], it, ["4", "7"])
 
-    # A link's heads: what is not a head of this model is left out (the walkthrough's head need not be one of them);
+    # The head chosen on another page (the map's Head) joins them when the view is back.
+    page.goto(app.link("/", {"heads": "4,7", "head": "4"}))
+    settle(page)
+    page.locator('.hm button[data-head="9"]').click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '9'", timeout=CHANGE_MS)
+    settle(page)
+    page.goto(app.link("/inside-a-head", urllib.parse.parse_qsl(urllib.parse.urlsplit(page.url).query)))
+    settle(page)
+    s = wait_state(page, lambda s: s["mode"] == "several")
+    assert (s["heads"], s["head"]) == ("4,7,9", "9") and query(page)["heads"] == ["4,7,9"]
+
+    # A link's heads: what is not a head of this model is left out, and the head the walkthrough follows joins them;
     # what is not a list of numbers is refused with a sentence (tests/app/test_app.py).
     s = open_view(page, app, {"heads": "2,99,6,2", "head": "5"})
-    assert (s["mode"], s["heads"]) == ("several", "2,6")
-    page.wait_for_function("() => new URLSearchParams(location.search).get('heads') === '2,6'", timeout=CHANGE_MS)
+    assert (s["mode"], s["heads"], s["head"]) == ("several", "2,5,6", "5")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('heads') === '2,5,6'", timeout=CHANGE_MS)
     assert page.get_by_text("Inside layer 3, head 5").count() == 1
     page.locator('.hv button[data-mode="avg"]').click()  # the average: no several heads in the URL
     page.wait_for_function("() => { const q = new URLSearchParams(location.search); "
