@@ -149,26 +149,32 @@ PAGE_JS = """(broken) => {
 }"""
 
 
-# The Attention page's map (ui/heatmap.js), when it is on the page and has drawn: its state (root's data-*), whether
-# it waits for data, and its controls: buttons by a selector that finds each again, the measures it offers.
-# Any of the page's components (while a lesson plays, the clicker keys' comes first).
-MAP_ROOT = """[...document.querySelectorAll('[data-testid="stBidiComponentIsolated"]')]
-  .map(e => e.shadowRoot?.querySelector('.hm')).find(Boolean)"""
-MAP_JS = "() => {\n  const r = " + MAP_ROOT + """;
+def component_js(cls: str, attrs: tuple[str, ...], extra: str) -> tuple[str, str]:
+    """JS for one of the app's components by its root's class, found in any of the page's components (while a lesson
+    plays, the clicker keys' comes first): its state once drawn (root's data-*, whether it waits for data, its
+    toolbar's buttons by a selector that finds each again (a data-* of `attrs`, else the title), and `extra`
+    properties), or null; and whether it has drawn or is not on the page (else its first payload is on its way)."""
+    root = f"""[...document.querySelectorAll('[data-testid="stBidiComponentIsolated"]')]
+  .map(e => e.shadowRoot?.querySelector('.{cls}')).find(Boolean)"""
+    state = f"""() => {{
+  const r = {root};
   if (!r || !r.dataset.draws) return null;
-  const attrs = ['layer', 'head', 'avg', 'flag', 'scale'];
-  const selector = (b) => {
+  const attrs = {list(attrs)!r};
+  const selector = (b) => {{
     const a = attrs.find(k => b.dataset[k] !== undefined);
-    return a ? `button[data-${a}="${b.dataset[a]}"]` : `button[title="${b.title}"]`;
-  };
+    return a ? `button[data-${{a}}="${{b.dataset[a]}}"]` : `button[title="${{b.title}}"]`;
+  }};
   const buttons = [...r.querySelectorAll('.ee-bar button')].filter(b => b.checkVisibility())
-    .map(b => ({selector: selector(b), label: b.textContent, disabled: b.disabled}));
-  const select = r.querySelector('select.hm-select');
-  return {state: {...r.dataset}, loading: r.classList.contains('loading'), buttons,
-          measures: [...select.options].map(o => o.value)};
-}"""
-# True once the map has drawn, or when it is not on the page (else its first payload is still on its way).
-MAP_DRAWN_OR_ABSENT_JS = f"() => {{ const r = {MAP_ROOT}; return !r || !!r.dataset.draws; }}"
+    .map(b => ({{selector: selector(b), label: b.textContent, disabled: b.disabled}}));
+  return {{state: {{...r.dataset}}, loading: r.classList.contains('loading'), buttons, {extra}}};
+}}"""
+    return state, f"() => {{ const r = {root}; return !r || !!r.dataset.draws; }}"
+
+
+# The Attention page's map (ui/heatmap.js), and the measures it offers.
+MAP_JS, MAP_DRAWN_OR_ABSENT_JS = component_js(
+    "hm", ("layer", "head", "avg", "flag", "scale"),
+    "measures: [...r.querySelector('select.hm-select').options].map(o => o.value)")
 # The map's data-* name of each setting it draws, and how a value is written there.
 MAP_SETTINGS = {"view": "view", "layer": "layer", "head": "head", "avg": "avg", "hide_special": "hide",
                 "scale": "scale", "measure": "measure", "beside": "beside", "query": "query"}
@@ -188,23 +194,9 @@ class MapControl:
         return self.label == "PNG"
 
 
-# The head view on Inside a head (ui/headview.js), when it is on the page and has drawn: its state (root's data-*)
-# and its buttons (layer, head, mode, the exports), as for the map; also from any of the page's components.
-HV_ROOT = """[...document.querySelectorAll('[data-testid="stBidiComponentIsolated"]')]
-  .map(e => e.shadowRoot?.querySelector('.hv')).find(Boolean)"""
-HV_JS = "() => {\n  const r = " + HV_ROOT + """;
-  if (!r || !r.dataset.draws) return null;
-  const attrs = ['layer', 'head', 'mode'];
-  const selector = (b) => {
-    const a = attrs.find(k => b.dataset[k] !== undefined);
-    return a ? `button[data-${a}="${b.dataset[a]}"]` : `button[title="${b.title}"]`;
-  };
-  const buttons = [...r.querySelectorAll('.ee-bar button')].filter(b => b.checkVisibility())
-    .map(b => ({selector: selector(b), label: b.textContent, disabled: b.disabled}));
-  return {state: {...r.dataset}, loading: r.classList.contains('loading'), buttons,
-          tokens: r.querySelectorAll('.hv-left .hv-tok').length};
-}"""
-HV_DRAWN_OR_ABSENT_JS = f"() => {{ const r = {HV_ROOT}; return !r || !!r.dataset.draws; }}"
+# The head view on Inside a head (ui/headview.js): layer, head and mode buttons, the exports, and its tokens.
+HV_JS, HV_DRAWN_OR_ABSENT_JS = component_js("hv", ("layer", "head", "mode"),
+                                            "tokens: r.querySelectorAll('.hv-left .hv-tok').length")
 HV_SETTINGS = ("layer", "head", "avg", "heads", "query")  # what the head view shows and picks
 
 
