@@ -7,9 +7,8 @@ import ui
 from encoder.analysis.measures import MEASURES
 from encoder.viz import export
 from encoder.viz import heads as inside
-from encoder.viz.style import figure_meta
 from encoder.viz.text import printable
-from ui import headview, measure_lines, pages
+from ui import headview, measure_lines, pages, panels
 
 
 def measure_control(fr: ui.Frame, trace) -> str:
@@ -58,14 +57,15 @@ def inside_a_head() -> None:
     steps = ui.kept_figure(trace, ("inside", "steps", layer, head, query), lambda: inside.head_steps(trace, layer, head,
                                                                                                      query))
     name = export.export_name(trace, f"L{layer}", f"H{head}", f"q{query}")
-    # Every printed number and panel title fits: where the column is narrower (a phone), a figure scrolls sideways.
-    scores = drawn("scores", lambda: inside.scores_figure(steps, presentation=fr.present))
-    ui.sideways("head-scores", figure_meta(scores)["min_px"]).plotly_chart(scores, config=export.png_config(name + "_scores"))
+    # Drawn in the browser (ui/panels.py): every printed number and panel title fits; where the column is narrower (a
+    # phone), a chart scrolls sideways.
+    panels.show("head-scores", drawn("scores", lambda: panels.chart(inside.scores_figure(steps, presentation=fr.present),
+                                                                    name + "_scores")))
     gap = float(np.abs(steps.weights - steps.trace_row).max())
     ui.caption(f"q and k are this forward pass's own tensors. The softmax computed here from them differs from the "
                f"attention map the model used by at most {gap:.1e}.")
-    values = drawn("values", lambda: inside.values_figure(steps, presentation=fr.present))
-    ui.sideways("head-values", figure_meta(values)["min_px"]).plotly_chart(values, config=export.png_config(name + "_values"))
+    panels.show("head-values", drawn("values", lambda: panels.chart(inside.values_figure(steps, presentation=fr.present),
+                                                                    name + "_values")))
     z_gap = float(np.abs(steps.z_sum - steps.z).max())
     if (layer, head) in trace.ablate:
         ui.caption("This head is knocked out in this run: its output z_i was set to zero before W_O.")
@@ -75,8 +75,8 @@ def inside_a_head() -> None:
     else:
         ui.caption(f"Σ_j a_ij v_j computed here matches the head output z_i of the forward pass to {z_gap:.1e}.")
     w_o = fr.model.layers[layer].attn.out.weight if fr.model is not None else None
-    output = drawn("output", lambda: inside.output_figure(steps, trace.num_heads, w_o, presentation=fr.present))
-    ui.sideways("head-output", figure_meta(output)["min_px"]).plotly_chart(output, config=export.png_config(name + "_output"))
+    panels.show("head-output", drawn("output", lambda: panels.chart(
+        inside.output_figure(steps, trace.num_heads, w_o, presentation=fr.present), name + "_output")))
     ui.caption("Every head's output is written side by side (the outlined block is this head); W_O mixes them back "
                "into d_model numbers per token. That row is the attn tap, which the residual connection adds next.")
 

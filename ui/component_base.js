@@ -193,6 +193,23 @@ export const weightText = (w, halfStep) => (halfStep < 5e-5 ? w.toFixed(4)
 // “query” (q) → “key” (k): what
 export const pairText = (tokens, q, k, what) => `“${tokens[q]}” (${q}) → “${tokens[k]}” (${k}): ${what}`;
 
+// ------------------------------------------------------------------------------------------------ colour
+export const LUT = 4096; // colour lookup steps over the scale: within 0.1 of a colour level of exact interpolation
+// 4096 colours along the scale's stops ([at, r, g, b]), linear in RGB between stops as plotly.js draws them.
+export function palette(stops) {
+  const lut = new Uint8ClampedArray(LUT * 3);
+  for (let i = 0; i < LUT; i++) {
+    const t = i / (LUT - 1);
+    let s = 1;
+    while (s < stops.length - 1 && stops[s][0] < t) s++;
+    const [a, ...c0] = stops[s - 1];
+    const [b, ...c1] = stops[s];
+    const f = b > a ? Math.min(1, Math.max(0, (t - a) / (b - a))) : 0;
+    for (let c = 0; c < 3; c++) lut[i * 3 + c] = Math.round(c0[c] + f * (c1[c] - c0[c]));
+  }
+  return lut;
+}
+
 // ------------------------------------------------------------------------------------------------ DOM (text only)
 export function el(tag, cls, text) {
   const e = document.createElement(tag);

@@ -8,7 +8,6 @@
 // Each pick says what the browser holds, so the app sends only what it lacks.
 // In four parts: layout (sizes and labels), drawing (maps, thumbnails, the note, PNG), input, sync.
 
-const LUT = 4096; // colour lookup steps over the scale: within 0.1 of a colour level of exact interpolation
 const MAX_SIDE = 640; // the map's largest side in px outside presentation mode
 const BAR_W = 18;
 const COARSE_READ = "Hover a cell for its value. Colours from 8-bit values (± 0.002 of the largest) until the exact "
@@ -73,21 +72,6 @@ export function exactKey(s, m) {
 export const stackId = (id, m, query) => `${id}:${m.key}${m.needsToken ? `:${query}` : ""}`;
 
 // ------------------------------------------------------------------------------------------------ layout
-// 4096 colours along the scale's stops ([at, r, g, b]), linear in RGB between stops as plotly.js draws them.
-export function palette(stops) {
-  const lut = new Uint8ClampedArray(LUT * 3);
-  for (let i = 0; i < LUT; i++) {
-    const t = i / (LUT - 1);
-    let s = 1;
-    while (s < stops.length - 1 && stops[s][0] < t) s++;
-    const [a, ...c0] = stops[s - 1];
-    const [b, ...c1] = stops[s];
-    const f = b > a ? Math.min(1, Math.max(0, (t - a) / (b - a))) : 0;
-    for (let c = 0; c < 3; c++) lut[i * 3 + c] = Math.round(c0[c] + f * (c1[c] - c0[c]));
-  }
-  return lut;
-}
-
 // The one-head figure's geometry from the widest label (px), the font, the room across and, in presentation mode,
 // the room down to the bottom of the screen (else null), for `maps` maps side by side (raw beside a measure): the
 // margins, each map's side, and `step`: every how many tokens a label fits LABEL_GAP fonts from the next. Where

@@ -445,7 +445,9 @@ def test_a_component_that_leaves_the_page_leaves_no_listener_or_observer(page, a
     # one window listener; three observers: the view's own size, the page above it moving it, and its status line's
     # height (component_base)
     assert page.evaluate(HOOKS) == [1, 3]
-    for title, hooks in (("Inside a head", [1, 3]), ("Activations", [0, 0])):
+    # Inside a head: the head view's, and each of its three step charts' (ui/panels.js: a window listener, an observer
+    # of its size and one of the page above it moving it)
+    for title, hooks in (("Inside a head", [1 + 3, 3 + 3 * 2]), ("Activations", [0, 0])):
         page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
         settle(page)
         if title == "Inside a head":

@@ -288,19 +288,12 @@ def test_every_token_of_the_attribution_strip_fits_its_cell(browser, app, size):
         assert_clean(page, app, since)
 
 
-# Inside a head's three figures: each heatmap's printed numbers with its cell's width, the panel titles' boxes, how
-# far the figure's title and subtitle lines reach past its right edge (px; > 0: cut off), and its left and right.
-HEAD_FIGURES_JS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
-  .filter(c => /decides where|weighted sum of|Concatenate the/  // (a title may be wrapped)
-    .test(c.querySelector('.gtitle')?.textContent ?? '')).map(c => {
-    const box = (e) => e.getBoundingClientRect(), right = box(c).right;
-    const cells = [...c.querySelectorAll('.heatmaplayer > g')].filter(g => g.querySelector('image')).map(g =>
-      [box(g.querySelector('image')).width, [...g.querySelectorAll('text')].filter(t => t.textContent)
-        .map(t => [t.textContent, box(t).width])]);
-    const notes = [...c.querySelectorAll('.annotation')].map(a => [a.textContent, ...['left', 'top', 'right', 'bottom']
-      .map(k => box(a)[k])]);
-    const past = Math.max(...[...c.querySelectorAll('.gtitle, .gtitle-subtitle')].map(t => box(t).right - right));
-    return {title: c.querySelector('.gtitle')?.textContent ?? '', cells, notes, past, edges: [box(c).left, right]};
+# Inside a head's three charts (ui/panels.js, drawn on canvas): where each text landed (its kind, text and box, a
+# printed number with its cell's width), the canvas's box, and the box of the area it scrolls in.
+HEAD_FIGURES_JS = """() => [...document.querySelectorAll('[data-testid="stBidiComponentIsolated"]')]
+  .map(e => e.shadowRoot?.querySelector('.pn')).filter(r => r && r.dataset.draws).map(r => {
+    const c = r.querySelector('canvas').getBoundingClientRect();
+    return {name: r.dataset.name, drawn: r.drawn, size: [c.width, c.height]};
   })"""
 
 
@@ -308,7 +301,7 @@ HEAD_FIGURES_JS = """() => [...document.querySelectorAll('[data-testid="stPlotly
 def test_inside_a_heads_numbers_fit_their_cells_and_no_title_is_cut(browser, app, size):
     """Presenting at 1024 px with the sidebar unfolded (a ~540 px column) the q·k column printed "31.229" in 46 px
     cells, its panel titles ran into one another ("q·k÷ √32softmax"), and Concat's title ran 40 px past the figure's
-    left and right edges; at 420 px all three too. Each figure now keeps the width its numbers and titles need (and
+    left and right edges; at 420 px all three too. Each chart now keeps the width its numbers and titles need (and
     scrolls sideways below it), and wraps its title and subtitle to that width."""
     with contextmanager(screen)(browser, size) as page:
         since = len(app.log.lines)
@@ -316,17 +309,23 @@ def test_inside_a_heads_numbers_fit_their_cells_and_no_title_is_cut(browser, app
         page.wait_for_function(f"() => ({HEAD_FIGURES_JS})().length === 3", timeout=LOAD_MS, polling=200)
         settle(page, ms=400)
         figures = page.evaluate(HEAD_FIGURES_JS)
-        printed = [n for f in figures for _, texts in f["cells"] for n in texts]
+        printed = [d for f in figures for d in f["drawn"] if d["kind"] == "cell"]
         assert len(printed) == 3 * 16 + 16, figures  # q·k, ÷ √d_k and softmax of 16 tokens, then a_ij
         for f in figures:
-            wide = [(t, round(w), round(cell)) for cell, texts in f["cells"] for t, w in texts if w > cell - 4]
-            assert not wide, f"{f['title']}: numbers wider than their cells at {size}: {wide}"
-            crossed = [(a[0], b[0]) for a, b in itertools.combinations(f["notes"], 2)
-                       if a[1] < b[3] and b[1] < a[3] and a[2] < b[4] and b[2] < a[4]]
-            assert not crossed, f"{f['title']}: panel titles over one another at {size}: {crossed}"
-            out = [n[0] for n in f["notes"] if n[1] < f["edges"][0] - 1 or n[3] > f["edges"][1] + 1]
-            assert not out, f"{f['title']}: panel titles past the figure's edges at {size}: {out}"
-            assert f["past"] <= 0, f"{f['title']}: its title or subtitle runs {f['past']:.0f} px past its right edge"
+            wide = [(d["text"], round(d["right"] - d["left"]), round(d["cell"])) for d in f["drawn"]
+                    if d["kind"] == "cell" and d["right"] - d["left"] > d["cell"] - 4]
+            assert not wide, f"{f['name']}: numbers wider than their cells at {size}: {wide}"
+            notes = [d for d in f["drawn"] if d["kind"] == "note"]
+            crossed = [(a["text"], b["text"]) for a, b in itertools.combinations(notes, 2)
+                       if a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"]
+                       and b["top"] < a["bottom"]]
+            assert not crossed, f"{f['name']}: panel titles over one another at {size}: {crossed}"
+            width, height = f["size"]
+            out = [d["text"] for d in f["drawn"] if d["left"] < 0 or d["right"] > width or d["top"] < 0
+                   or d["bottom"] > height]
+            assert not out, f"{f['name']}: texts past the chart's edges at {size}: {out}"
+            small = {(d["text"], d["px"]) for d in f["drawn"] if d["px"] < (MIN_PRESENT_FONT if size[0] > 640 else 13)}
+            assert not small, f"{f['name']}: texts smaller than the back row reads at {size}: {sorted(small)[:5]}"
         assert_clean(page, app, since)
 
 

@@ -26,6 +26,7 @@ from tests.app.walk import (
     MAP_SETTINGS,
     PAGES,
     SMALL,
+    ChartExport,
     HeadViewControl,
     MapControl,
     Tab,
@@ -91,6 +92,8 @@ def controls(tab: Tab) -> list[tuple[str, Widget | MapControl | str]]:
         found.append((f"map:{c.selector or c.label}", c))
     for c in tab.head_view_controls():
         found.append((f"head-view:{c.kind}:{c.selector}", c))
+    for c in tab.chart_exports():
+        found.append((f"chart-png:{c.kind}", c))
     if tab.page.locator('[data-testid="stMain"] .cl-btn').count():
         found.append(("component:copy-link", COPY_LINK))
     if tab.path() != "/lessons":  # the Lessons page is no view to add
@@ -122,6 +125,10 @@ def use(tab: Tab, rng: random.Random, control: Widget | MapControl | str | tuple
         size = tab.use_head_view(control)
         assert size is None or size > 0, f"the head view's {control.label} was empty"
         return f"head view {control.label!r} ({control.selector})" + (f" ({size} bytes)" if size is not None else "")
+    if isinstance(control, ChartExport):
+        size = tab.save_chart(control)
+        assert size > 0, f"the {control.kind} chart's PNG was empty"
+        return f"save the {control.kind} chart's PNG ({size} bytes)"
     if control == ADD_VIEW:
         before, note = tab.own_slides(), rng.choice(NOTES)
         after = tab.add_view(note)
@@ -343,6 +350,14 @@ def change_page_controls(tab: Tab, log: list[str]) -> None:
         change_map_controls(tab, log)
     if tab.head_view() is not None:
         change_head_view_controls(tab, log)
+    charts = tab.chart_exports()  # Inside a head's step charts (beside its head view): each one's PNG
+    assert len(charts) == (3 if tab.head_view() is not None else 0), f"step charts drawn: {charts}"
+    for chart in charts:
+        since = len(tab.log.lines)
+        size = tab.save_chart(chart)
+        log.append(f"{PAGES[tab.path()]}: the {chart.kind} chart's PNG ({size} bytes)")
+        assert size > 0, f"the {chart.kind} chart's PNG was empty"
+        assert_consistent(tab, since, "\n".join(log))
     done: set[str] = set()
     while True:
         todo = [w for w in tab.widgets() if w.setting not in (None, "text") and not w.sidebar and not w.disabled

@@ -214,6 +214,18 @@ class HeadViewControl:
         return self.label in ("PNG", "SVG")
 
 
+# Inside a head's step charts (ui/panels.js): each one's name (its PNG's file name), once drawn.
+PANELS_JS = """() => [...document.querySelectorAll('[data-testid="stBidiComponentIsolated"]')]
+  .map(e => e.shadowRoot?.querySelector('.pn')).filter(r => r && r.dataset.draws).map(r => r.dataset.name)"""
+
+
+@dataclass(frozen=True)
+class ChartExport:
+    """The PNG button of one of the page's panel charts, by the end of its file name ("scores", "values", ...)."""
+
+    kind: str
+
+
 @dataclass
 class Widget:
     key: str  # the container's st-key-* suffix: "w-<setting>" for settings, "w-quiz_<id>" for quiz answers
@@ -403,6 +415,16 @@ class Tab:
             root.locator(control.selector).click()
         self.until_in_url("the head view", self.head_view, head_view_mismatches)
         return None
+
+    def chart_exports(self) -> list[ChartExport]:
+        """The PNG buttons of the page's panel charts (Inside a head's steps), by kind, in page order."""
+        return [ChartExport(name.rsplit("_", 1)[-1]) for name in self.page.evaluate(PANELS_JS)]
+
+    def save_chart(self, control: ChartExport) -> int:
+        """Click a panel chart's PNG button: the size of the file saved."""
+        chart = self.page.locator(f'.pn[data-name$="_{control.kind}"]')  # the locator pierces the shadow root
+        chart.scroll_into_view_if_needed()
+        return self.saved_size(chart.locator("button", has_text="PNG"))
 
     def shown(self) -> dict:
         return self.page.evaluate(PAGE_JS, list(BROKEN))
