@@ -268,7 +268,11 @@ class PanelsView extends Part {
     Object.assign(this, { shown: null, key: "", plot: null, width: 0 });
     this.hooks.listen(this.png, "click", () => this.savePng());
     this.hooks.listen(this.canvas, "pointermove", (e) => this.hover(e));
-    this.hooks.listen(this.canvas, "pointerleave", () => (this.tip.hidden = true));
+    this.hooks.listen(this.canvas, "pointerdown", (e) => this.hover(e)); // a tap on a touch screen reads a cell too
+    // A finger leaves the screen after each tap: its read-out stays until the next tap or the pointer's next move.
+    this.hooks.listen(this.canvas, "pointerleave", (e) => {
+      if (e.pointerType !== "touch") this.tip.hidden = true;
+    });
     this.hooks.resized(this.stage, () => this.fit());
   }
 

@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Page
 
 from devkit.hostile_inputs import BY_ID
+from devkit.server import close_tab, new_tab
 from encoder import EncoderConfig, build_model, run
 from encoder.viz import heads, style
 from encoder.viz.text import printable
@@ -248,3 +249,26 @@ def test_hostile_tokens_stay_text_and_the_png_is_the_chart_at_3x(page, app, mode
     assert (width, height) == (3 * size[0], 3 * size[1])
     assert not page.dialogs and not page.outside, page.outside  # nothing fetched from outside this machine
     assert_clean(page, app)
+
+
+def test_a_tap_on_a_phone_reads_a_cell_out(browser, app, model):
+    """On a 420 px touch screen (the chart scrolls sideways below its least width) a tap on a cell shows its number."""
+    page = new_tab(browser, {"width": 420, "height": 900}, has_touch=True, is_mobile=True)
+    page.dialogs = []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    try:
+        page.goto(app.link("/inside-a-head", {"layer": "1", "head": "2", "query": "4"}))
+        settle(page)
+        trace = run(model, settings.DEFAULT_SENTENCE)
+        steps = heads.head_steps(trace, 1, 2, 4)
+        shown = chart(page, "scores", lambda c: "L1_H2_q4" in c["name"])
+        header, values = decoded(panels.chart(heads.scores_figure(steps), "x"))
+        left, top, right, bottom = shown["boxes"][4]  # softmax: row 6's weight
+        canvas = page.locator(f".pn[data-name='{shown['name']}'] canvas")
+        canvas.scroll_into_view_if_needed()
+        canvas.tap(position={"x": (left + right) / 2, "y": top + 6.5 * (bottom - top) / trace.seq_len})
+        tip = chart(page, "scores", lambda s: s["tip"] is not None)["tip"]
+        assert tip == hover_text(header["panels"][4]["hover"], header["panels"][4]["rows"][6], 0, steps.weights[6])
+        assert_clean(page, app)
+    finally:
+        close_tab(page)
