@@ -5,7 +5,7 @@ Run from the repo root: `python -m benchmarks.why_bench [--quick]` (about 5 minu
 out the 512-token page and the ranking). Prints a table, then one JSON line with every figure and the machine.
 
 Rows:
-- payload at 512 tokens (target <= 3 MB per page): Inside a head under each measure (the component's bytes, its
+- payload at 512 tokens (target <= 3 MB per page): Inside a head under each measure (the components' bytes, their
   JS and CSS included: what one run sends), and Why are these similar? after "Compute the attributions" with
   Gradient x Input (the plotly specs).
 - measure switch (target <= 150 ms to redraw): a warm rerun of Inside a head at 128 tokens when the Measure select
@@ -47,9 +47,9 @@ def opened(page: str, params: dict, timeout: float = 1800) -> tuple[object, floa
 
 
 def component_bytes(at) -> int:
-    """What the head view's one run sends: its payload, JS and CSS."""
-    [el] = at.get("bidi_component")
-    return len(el.proto.bytes) + len(el.proto.js_content) + len(el.proto.css_content)
+    """What the page's components send in one run (the head view and the three step charts): payloads, JS and CSS."""
+    return sum(len(el.proto.bytes) + len(el.proto.js_content) + len(el.proto.css_content)
+               for el in at.get("bidi_component"))
 
 
 def spec_bytes(at) -> int:

@@ -70,12 +70,12 @@ def app_test(params: dict[str, str] | None = None, timeout: float = 120) -> AppT
     return at
 
 
-FIGURE_COMPONENTS = ("attention_map", "head_view")  # ui/components.register names that draw a page's figure
+FIGURE_COMPONENTS = ("attention_map", "head_view", "panels")  # ui/components.register names that draw a figure
 
 
 def figure_components(at: AppTest) -> list[Any]:
-    """The app's own components on the page that draw a figure (the attention map, the head view), not its helpers
-    (the lesson keys, the file opener)."""
+    """The app's own components on the page that draw a figure (the attention map, the head view, the step charts),
+    not its helpers (the lesson keys, the file opener)."""
     return [e for e in at.get("bidi_component") if e.proto.component_name.rsplit(".", 1)[-1] in FIGURE_COMPONENTS]
 
 

@@ -19,9 +19,8 @@ export const SVG_NS = "http://www.w3.org/2000/svg";
 // layer's uint8 weights deflated on its own (bits 8, their sizes in header.zipped). The tail is whatever a
 // component ships after the body (the map: its head's float32 weights).
 export function decode(bytes) {
-  const n = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0, true);
-  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + n)));
-  let at = Math.ceil((4 + n) / 8) * 8;
+  const { header, body } = framed(bytes);
+  let at = body;
   const out = { header, levels: header.bits === 8 ? 255 : 65535, weights: null, chunks: null };
   if (header.zipped) {
     out.chunks = header.zipped.map((size) => bytes.subarray(at, (at += size)));
@@ -32,6 +31,12 @@ export function decode(bytes) {
   }
   out.tail = bytes.subarray(at);
   return out;
+}
+
+// The frame every payload shares: its header, and where its body starts (after the padding).
+export function framed(bytes) {
+  const n = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0, true);
+  return { header: JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + n))), body: Math.ceil((4 + n) / 8) * 8 };
 }
 
 // A typed array over a fresh copy of the bytes (the payload's own buffer need not be aligned for it).

@@ -11,9 +11,7 @@ const BAR_GAP = 0.02; // a colour bar's left edge, past the plot's right edge, a
 // ------------------------------------------------------------------------------------------------ payload
 // The header and each panel's values: {header, values: [Float32Array | Float64Array, ...]}.
 export function decodePanels(bytes) {
-  const n = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0, true);
-  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + n)));
-  const body = Math.ceil((4 + n) / 8) * 8;
+  const { header, body } = framed(bytes);
   const values = header.panels.map((p) => {
     const count = p.shape[0] * p.shape[1];
     const Type = p.dtype === "f8" ? Float64Array : Float32Array;

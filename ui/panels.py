@@ -6,7 +6,8 @@ draws it with plotly. Here its dicts become a compact payload for ui/panels.js, 
 a settled pick redraws three charts in a few milliseconds, where plotly.js spent 100-180 ms of main thread on them
 (a long task that any click or hover arriving meanwhile waited for).
 
-The payload: [uint32 LE header length][header JSON][zero padding to a multiple of 8][each panel's values]. A
+The payload is framed as the attention payload is (ui/payload.py `encode`): [uint32 LE header length][header JSON]
+[zero padding to a multiple of 8][each panel's values]. A
 panel's values are float32 when that loses nothing (the model's own q, k, v taps), else float64 (the arithmetic
 done in float64: the printed scores round exactly as they are computed), each starting at a multiple of 8.
 Text travels as it is shown: plotly's markup (entities, <br>) is undone here, and the browser writes it with
@@ -16,9 +17,7 @@ canvas fillText or textContent, never as markup.
 from __future__ import annotations
 
 import html
-import json
 import re
-import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,7 @@ import numpy as np
 
 from encoder.viz.export import safe_filename
 
+from . import payload
 from .components import register
 
 __all__ = ["Chart", "chart", "show"]
@@ -107,9 +107,7 @@ def chart(fig: Any, filename: str) -> Chart:
         subtitle=_lines(title.get("subtitle", {}).get("text", "")),
         subSize=title.get("subtitle", {}).get("font", {}).get("size", size), panels=panels, notes=notes,
         shapes=shapes, minPx=int(layout.get("meta", {}).get("min_px", 0)))
-    head = json.dumps(header, ensure_ascii=False, allow_nan=False).encode()
-    start = struct.pack("<I", len(head)) + head
-    return Chart(start + bytes(-len(start) % 8) + b"".join(bodies), header["minPx"])
+    return Chart(payload.encode(header, b"".join(bodies)), header["minPx"])
 
 
 def show(key: str, fig: Chart) -> None:

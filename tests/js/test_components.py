@@ -44,7 +44,7 @@ def test_node_unit_tests_pass():
 
 def test_the_base_is_joined_before_each_component_as_node_loads_it():
     base = (HERE.parents[1] / "ui" / "component_base.js").read_text(encoding="utf-8")
-    for stem in COMPONENTS + LESSON_COMPONENTS:
+    for stem in (*COMPONENTS, *LESSON_COMPONENTS, "panels"):
         own = (HERE.parents[1] / "ui" / f"{stem}.js").read_text(encoding="utf-8")
         assert components.joined(stem, "js") == base + "\n" + own  # what tests/js/load.mjs evaluates
         assert "export default" in own and "export default" not in base
