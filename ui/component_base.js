@@ -438,6 +438,12 @@ export class Hooks {
     this.timers.delete(id);
   }
 
+  // fn in a task of its own just after the next frame is painted: work that must not hold up the frame an input
+  // is waiting for.
+  afterPaint(fn) {
+    this.frame(() => this.later(fn, 0));
+  }
+
   frame(fn) {
     const id = requestAnimationFrame(() => {
       this.frames.delete(id);
@@ -494,8 +500,8 @@ export class Stamp {
     this.t0 = undefined;
     this.root.dataset.draws = String(n);
     if (t0 === undefined) return;
-    this.hooks.frame(() => this.hooks.later(() => Object.assign(this.root.dataset, {
-      inputMs: (performance.now() - t0).toFixed(2), painted: String(n) }), 0));
+    this.hooks.afterPaint(() => Object.assign(this.root.dataset, {
+      inputMs: (performance.now() - t0).toFixed(2), painted: String(n) }));
   }
 }
 

@@ -20,7 +20,9 @@ const UNCOMPUTED = [233, 236, 239]; // rows a measure did not compute (attention
 const THUMB_CELLS = { layer: 64, model: 32 }; // thumbnails are block means of at most this many tokens a side
 const SCALE_NAMES = { fixed: "0 to 1", auto: "Auto", row: "Per row" }; // ui/settings.py SCALE_LABELS
 const PICKED = ["view", "layer", "head", "avg", "hide_special", "scale", "measure", "beside", "query"];
-const CHUNK_MS = 8; // thumbnails computed per animation frame, so no input waits for more than a frame
+// Thumbnails not yet computed are computed in tasks after each paint, this long at most: the frame an input waits for
+// does none of it, and an input arriving meanwhile waits no longer than this.
+const CHUNK_MS = 6;
 const CUTS_KEPT = 8; // planes cut to the shown positions, kept for toggling back (at 512 tokens 1 MB each)
 const WARM_SLACK_MS = 3; // idle-time work starts a step only with this much of the idle period left
 // Presentation mode: the controls' column beside the picture (ui/heatmap.css: at least 17.5em of 16 px), so the
@@ -833,8 +835,8 @@ class AttentionMap extends View {
     return [...texts.map((text) => pairText(this.tokens, i, i, text)), COARSE_READ];
   }
 
-  // Every thumbnail's block means are computed a few per frame (cached per stack, layer, head and hidden
-  // specials), then all are painted at once on one colour scale.
+  // Every thumbnail's block means are computed a few at a time after each paint (cached per stack, layer, head and
+  // hidden specials), then all are painted at once on one colour scale; when all are cached, at once.
   drawThumbs() {
     const list = this.thumbList();
     const { s } = this;
@@ -848,12 +850,13 @@ class AttentionMap extends View {
     if (!ready) return;
     const token = (this.drawing = {});
     const means = [];
+    const keyOf = (layer, h) => `${lay.id}|${layer}|${h}|${s.hide_special ? 1 : 0}|${n}`;
     const step = () => {
       if (this.drawing !== token) return; // a newer drawing started
       const until = performance.now() + CHUNK_MS;
       while (means.length < list.length && (means.length === 0 || performance.now() < until)) {
         const [layer, h] = list[means.length];
-        const key = `${lay.id}|${layer}|${h}|${s.hide_special ? 1 : 0}|${n}`;
+        const key = keyOf(layer, h);
         if (!this.thumbs.has(key)) {
           let plane = lay.plane(layer, h);
           if (keep.length < this.T) plane = cut(plane, this.T, keep, m.rows1);
@@ -861,10 +864,11 @@ class AttentionMap extends View {
         }
         means.push(this.thumbs.get(key));
       }
-      if (means.length < list.length) return this.hooks.frame(step);
+      if (means.length < list.length) return this.hooks.afterPaint(step);
       this.paintThumbs(list, means, n, m, lay);
     };
-    step();
+    if (list.every(([layer, h]) => this.thumbs.has(keyOf(layer, h)))) step();
+    else this.hooks.afterPaint(step);
   }
 
   paintThumbs(list, means, n, m, lay) {
