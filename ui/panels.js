@@ -283,6 +283,8 @@ class PanelsView extends Part {
     this.shown = shown;
     this.luts = shown.header.panels.map((p) => palette(p.scale));
     this.root.dataset.name = shown.header.name;
+    this.canvas.setAttribute("role", "img"); // what a screen reader says of the picture: its title and subtitle, as text
+    this.canvas.setAttribute("aria-label", [...shown.header.title, ...shown.header.subtitle].join(" "));
     this.tip.style.fontSize = `${shown.header.size}px`;
     this.width = 0;
     this.fit();

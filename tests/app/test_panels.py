@@ -128,6 +128,7 @@ CHART_JS = """(kind) => {
     .map(e => e.shadowRoot?.querySelector('.pn')).find(r => r && (r.dataset.name || '').endsWith('_' + kind));
   if (!r || !r.dataset.draws) return null;
   return {name: r.dataset.name, draws: +r.dataset.draws, boxes: JSON.parse(r.dataset.boxes), drawn: r.drawn,
+          label: r.querySelector('canvas').getAttribute('aria-label'),
           elements: [...new Set([...r.querySelectorAll('*')].map(e => e.tagName.toLowerCase()))],
           tip: r.querySelector('.pn-tip').hidden ? null : r.querySelector('.pn-tip').textContent};
 }"""
@@ -230,6 +231,8 @@ def test_hostile_tokens_stay_text_and_the_png_is_the_chart_at_3x(page, app, mode
     rows = [d["text"] for d in shown["drawn"] if d["kind"] == "row"]
     assert rows and set(rows) <= {f"{printable(t, 16)} ({j})" for j, t in enumerate(trace.labels)}
     assert set(shown["elements"]) <= {"div", "span", "button", "canvas", "a"}, shown["elements"]
+    title = [d["text"] for d in shown["drawn"] if d["kind"] in ("title", "subtitle")]
+    assert shown["label"] == " ".join(title) and "&lt;" not in shown["label"]  # a screen reader hears the title as text
     header, values = decoded(panels.chart(heads.scores_figure(heads.head_steps(trace, 0, 0, 0), presentation=True),
                                           "x"))
     left, top, right, bottom = shown["boxes"][1]  # K: hover a row whose label holds markup-like text
