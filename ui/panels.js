@@ -20,6 +20,13 @@ export function decodePanels(bytes) {
   return { header, values };
 }
 
+// Whether two payloads hold the same bytes: a chart with the same header may hold other numbers (another seed).
+export function sameBytes(a, b) {
+  if (!a || a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 // ------------------------------------------------------------------------------------------------ text
 // A value as a d3 format of the kind the figures use (".4f": fixed decimals), else as JavaScript writes it.
 export function formatted(v, spec) {
@@ -263,7 +270,7 @@ class PanelsView extends Part {
     this.tip.hidden = true;
     this.stage.append(this.canvas, this.tip);
     this.root.append(bar, this.stage);
-    Object.assign(this, { shown: null, key: "", plot: null, width: 0 });
+    Object.assign(this, { shown: null, bytes: null, plot: null, width: 0 });
     this.hooks.listen(this.png, "click", () => this.savePng());
     this.hooks.listen(this.canvas, "pointermove", (e) => this.hover(e));
     this.hooks.listen(this.canvas, "pointerdown", (e) => this.hover(e)); // a tap on a touch screen reads a cell too
@@ -276,10 +283,9 @@ class PanelsView extends Part {
 
   receive(data) {
     const bytes = data instanceof Uint8Array ? data : new Uint8Array(data);
+    if (sameBytes(this.bytes, bytes)) return; // the same chart again (another part of the page reran)
+    this.bytes = bytes;
     const shown = decodePanels(bytes);
-    const key = `${bytes.byteLength}:${JSON.stringify(shown.header)}`;
-    if (key === this.key) return; // the same chart again (another part of the page reran)
-    this.key = key;
     this.shown = shown;
     this.luts = shown.header.panels.map((p) => palette(p.scale));
     this.root.dataset.name = shown.header.name;

@@ -83,3 +83,11 @@ test("the plot makes room for the row labels and the colour bars, and a point fi
   assert.equal(pn.cellAt(b, [2, 3], b.left - 1, b.top + 1), null);
   assert.equal(pn.cellAt(b, [2, 3], b.right, b.top + 1), null);
 });
+
+test("a payload is the same only byte for byte", () => {
+  const a = Uint8Array.from([1, 2, 3, 4]);
+  assert.equal(pn.sameBytes(null, a), false);
+  assert.equal(pn.sameBytes(a, Uint8Array.from([1, 2, 3, 4])), true);
+  assert.equal(pn.sameBytes(a, Uint8Array.from([1, 2, 3, 5])), false);
+  assert.equal(pn.sameBytes(a, Uint8Array.from([1, 2, 3])), false);
+});
