@@ -13,11 +13,22 @@ const BAR_GAP = 0.02; // a colour bar's left edge, past the plot's right edge, a
 export function decodePanels(bytes) {
   const { header, body } = framed(bytes);
   const values = header.panels.map((p) => {
+    if (p.product) return null;
     const count = p.shape[0] * p.shape[1];
     const Type = p.dtype === "f8" ? Float64Array : Float32Array;
     return aligned(bytes.subarray(body + p.at, body + p.at + count * Type.BYTES_PER_ELEMENT), Type);
   });
+  header.panels.forEach((p, i) => {
+    if (p.product) values[i] = rowScaled(values[p.product[0]], values[p.product[1]], p.shape);
+  });
   return { header, values };
+}
+
+// Each row r of a rows x cols grid times column[r], in float64 as Python computed it (the weighted values a_ij v_j).
+export function rowScaled(column, grid, [rows, cols]) {
+  const out = new Float64Array(rows * cols);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[r * cols + c] = column[r] * grid[r * cols + c];
+  return out;
 }
 
 // Whether two payloads hold the same bytes: a chart with the same header may hold other numbers (another seed).

@@ -9,7 +9,8 @@ a settled pick redraws three charts in a few milliseconds, where plotly.js spent
 The payload is framed as the attention payload is (ui/payload.py `encode`): [uint32 LE header length][header JSON]
 [zero padding to a multiple of 8][each panel's values]. A
 panel's values are float32 when that loses nothing (the model's own q, k, v taps), else float64 (the arithmetic
-done in float64: the printed scores round exactly as they are computed), each starting at a multiple of 8.
+done in float64: the printed scores round exactly as they are computed), each starting at a multiple of 8; a panel
+that is another's rows scaled by a column (a_ij v_j) travels as the two panels' numbers only (`product`).
 Text travels as it is shown: plotly's markup (entities, <br>) is undone here, and the browser writes it with
 canvas fillText or textContent, never as markup.
 """
@@ -66,6 +67,20 @@ def _values(z: Any) -> np.ndarray:
     return a if a.ndim == 2 else a[None, :]
 
 
+def _product_of(grids: list[np.ndarray], i: int) -> list[int] | None:
+    """[a, b] when grid i is, bit for bit, column a (T x 1) times grid b (T x d) row by row, as the weighted values
+    a_ij v_j are: the browser multiplies them again in float64 and gets the same numbers; else None."""
+    z = grids[i]
+    if z.shape[1] < 2 or not np.isfinite(z).all():
+        return None
+    for a, col in enumerate(grids):
+        for b, full in enumerate(grids):
+            if (i not in (a, b) and col.shape == (z.shape[0], 1) and full.shape == z.shape
+                    and np.array_equal(col * full, z)):
+                return [a, b]
+    return None
+
+
 def chart(fig: Any, filename: str) -> Chart:
     """The payload of a figure made by encoder/viz/heads.py (heatmap panels, paper notes, rectangles), saved as
     `filename`.png at 3x by the component's PNG button."""
@@ -74,12 +89,13 @@ def chart(fig: Any, filename: str) -> Chart:
     size = layout["font"]["size"]
     title = layout["title"]
     panels, bodies, at = [], [], 0
-    for trace in data:
+    grids = [_values(trace["z"]) for trace in data]
+    for i, (trace, z) in enumerate(zip(data, grids, strict=True)):
         n = trace.get("xaxis", "x").removeprefix("x")
         xa, ya = _axis(layout, "x", n), _axis(layout, "y", n)
-        z = _values(trace["z"])
         exact32 = np.array_equal(z.astype(np.float32), z, equal_nan=True)
-        body = (z.astype("<f4") if exact32 else z.astype("<f8")).tobytes()
+        product = _product_of(grids, i)
+        body = b"" if product else (z.astype("<f4") if exact32 else z.astype("<f8")).tobytes()
         text = trace.get("texttemplate", "")
         panel = dict(
             x=list(xa["domain"]), y=list(ya["domain"]), rows=[_plain(str(r)) for r in trace["y"]],
@@ -89,6 +105,8 @@ def chart(fig: Any, filename: str) -> Chart:
             text=text.removeprefix("%{z:").removesuffix("}") if text else "",
             textSize=trace.get("textfont", {}).get("size", size), ticks=bool(ya.get("showticklabels")),
             xticks=bool(xa.get("showticklabels")), xtitle=_plain(xa.get("title", {}).get("text", "")))
+        if product:  # computed in the browser, the same float64 multiplications: a·v is half the values chart's bytes
+            panel |= dict(product=product, dtype="f8")
         if trace.get("showscale"):
             bar = trace["colorbar"]
             panel["bar"] = dict(title=_plain(bar.get("title", {}).get("text", "")), len=bar.get("len", 1.0),

@@ -39,7 +39,11 @@ def decoded(chart: panels.Chart) -> tuple[dict, list[np.ndarray]]:
     for p in header["panels"]:
         count = p["shape"][0] * p["shape"][1]
         dtype = np.dtype("<f4" if p["dtype"] == "f4" else "<f8")
-        values.append(np.frombuffer(chart.data, dtype, count, body + p["at"]).reshape(p["shape"]).astype(np.float64))
+        values.append(None if "product" in p else
+                      np.frombuffer(chart.data, dtype, count, body + p["at"]).reshape(p["shape"]).astype(np.float64))
+    for i, p in enumerate(header["panels"]):
+        if "product" in p:  # rows scaled by a column, as ui/panels.js computes them
+            values[i] = values[p["product"][0]] * values[p["product"][1]]
     return header, values
 
 
@@ -80,6 +84,9 @@ def test_the_payload_holds_the_figures_numbers_exactly_and_its_text_as_text(smal
     assert header["name"] == "bert_L0-H2-q4_" + kind  # a file name of letters, digits, - and _ only
     for got, want in zip(values, expected(steps, kind, w_o), strict=True):
         np.testing.assert_array_equal(got, want)  # NaN where the figure has an empty cell
+    # a_ij v_j travels as the weights and V (the browser multiplies them again); nothing else is a product
+    assert [p.get("product") for p in header["panels"]] == ([None, None, None, [1, 2]] if kind == "values"
+                                                            else [None] * len(header["panels"]))
     for p, trace_ in zip(header["panels"], fig.plain()[0], strict=True):
         exact32 = np.array_equal(np.asarray(trace_["z"], np.float64).astype(np.float32), np.asarray(trace_["z"]),
                                  equal_nan=True)

@@ -91,3 +91,11 @@ test("a payload is the same only byte for byte", () => {
   assert.equal(pn.sameBytes(a, Uint8Array.from([1, 2, 3, 5])), false);
   assert.equal(pn.sameBytes(a, Uint8Array.from([1, 2, 3])), false);
 });
+
+test("a panel sent as a product is each row of the grid times the column's entry, in float64", () => {
+  const column = Float64Array.from([0.1, 1 / 3]);
+  const grid = Float32Array.from([1.5, -2, 0.7, 3]);
+  const out = pn.rowScaled(column, grid, [2, 2]);
+  assert.ok(out instanceof Float64Array);
+  assert.deepEqual([...out], [0.1 * 1.5, 0.1 * -2, (1 / 3) * Math.fround(0.7), (1 / 3) * 3]);
+});
