@@ -402,14 +402,15 @@ def map_events(page, url: str, text: str, hand: bool = False) -> dict:
     return out
 
 
-def settled_bytes(page, url: str, text: str, runs: int) -> list[int]:
-    """Websocket bytes of the settled run after one head click on the map (the browser holds every layer)."""
-    open_at(page, url, "/", {"text": text}, "hm")
+def settled_bytes(page, url: str, text: str, runs: int, view: str = "hm") -> list[int]:
+    """Websocket bytes of the settled run after one head click on the map (the browser holds every layer), or
+    (view "hv") in the head view on Inside a head: its run also brings the three step charts of the new head."""
+    open_at(page, url, "/" if view == "hm" else pages.page("inside-a-head").url, {"text": text}, view)
     sizes = []
     for i in range(runs):
         t0 = page.evaluate("() => performance.now()")
         search = page.evaluate("() => location.search")
-        page.locator(f'.hm button[data-head="{(i * 5 + 3) % 12}"]').click()
+        page.locator(f'.{view} button[data-head="{(i * 5 + 3) % 12}"]').click()
         page.wait_for_function("(s) => location.search !== s", arg=search, timeout=TIMEOUT_MS)
         settle_app(page)
         sizes.append(page.evaluate(WS_BYTES, t0))
@@ -531,9 +532,11 @@ def events(args) -> None:
             for name in args.views:
                 results[(name, n)] = VIEWS[name](page := fresh_page(), url, text, args.hand)
                 page.context.close()
-        settled, sizes = [], {}
+        settled, settled_hv, sizes = [], [], {}
         if whole:  # the payloads are measured with the whole run only
             settled = settled_bytes(page := fresh_page(), url, texts[512], max(3, args.runs // 2))
+            page.context.close()
+            settled_hv = settled_bytes(page := fresh_page(), url, texts[512], max(3, args.runs // 2), "hv")
             page.context.close()
             sizes = page_bytes(browser, url, texts[512])
         browser.close()
@@ -571,13 +574,15 @@ def events(args) -> None:
     if not whole:
         print(json.dumps({"bench": "events", "rows": rows, "hand": args.hand, "machine": {"cpu": cpu_name(), "loadavg": load}}))
         return
-    print(f"\nmap, settled run at 512 tokens (a head click): {', '.join(f'{b / 1e6:.3f}' for b in settled)} MB "
-          f"(goal <= 0.3 MB)")
+    for name, got in (("map", settled), ("Inside a head", settled_hv)):
+        print(f"\n{name}, settled run at 512 tokens (a head click): {', '.join(f'{b / 1e6:.3f}' for b in got)} MB "
+              f"(goal <= 0.3 MB)")
     print("first run of every page at 512 tokens (websocket bytes; goal <= 3 MB):")
     for title, size in sizes.items():
         print(f"  {title:<45} {size / 1e6:6.2f} MB{'' if size <= 3e6 else '   <- over'}")
     machine = {"cpu": cpu_name(), "cores": os.cpu_count(), "loadavg": load, "date": started}
-    print(json.dumps({"bench": "events", "rows": rows, "hand": args.hand, "settled_bytes": settled, "page_bytes": sizes,
+    print(json.dumps({"bench": "events", "rows": rows, "hand": args.hand, "settled_bytes": settled,
+                      "settled_bytes_inside_a_head": settled_hv, "page_bytes": sizes,
                       "machine": machine}))
 
 
