@@ -234,6 +234,8 @@ class HeadView extends View {
     const payload = decode(bytes);
     const h = payload.header;
     const fresh = this.layers.take(payload);
+    // the layers this payload brought (none the view held), and how many payloads came
+    Object.assign(this.root.dataset, { received: h.layers.join("."), payloads: String(+(this.root.dataset.payloads ?? 0) + 1) });
     if (fresh) {
       this.lines = h.sel.lines || RAW_LINES;
       Object.assign(this, { T: h.T, H: h.H, L: h.L, NH: this.lines.heads || h.H, tokens: h.tokens, name: h.name,
@@ -798,9 +800,10 @@ class HeadView extends View {
 
   // ---------------------------------------------------------------------------------------------- sync
   // The view's choice for the app: layer, head, head average, several heads ("" unless that mode; the head is one of
-  // them), and the pinned query token if there is one.
+  // them), and the pinned query token if there is one; and the layers it holds.
   pick() {
-    const pick = { layer: this.layer, head: this.head, avg: this.mode === "avg", heads: this.several() };
+    const pick = { layer: this.layer, head: this.head, avg: this.mode === "avg", heads: this.several(),
+      held: { id: this.layers.id, layers: [...this.layers.held.keys()] } }; // what the app need not send again
     if (this.focus && this.focus.side === "q" && this.pinned) pick.query = this.focus.i;
     return pick;
   }

@@ -70,8 +70,11 @@ def _draw(fr: Any, trace: encoder.Trace, *, fetching: bool) -> None:
         kept = dict(deflated=functools.partial(payload.layer_at_hand, key, trace, sel["layer"]) if fetching
                     else functools.partial(payload.layer_bytes, key, trace))
     name = export_name(trace, "heads", *([lines.key] if lines.stack is not None else []))
+    # What the view already holds of these lines is not sent again (a settled pick at 512 tokens resent 2.6 MB); in
+    # training mode each run may be a new draw of dropout under the same name, so everything goes.
+    held = frozenset() if trace.train else payload.held_layers(KEY, lines.trace_id)
     data = payload.build(trace, sel | {"lines": lines.header}, name=name, present=fr.present, trace_id=lines.trace_id,
-                         **kept)
+                         held=held, **kept)
     _mount(key=KEY, data=data, on_pick_change=functools.partial(payload.store_pick, KEY, fetching), width="stretch",
            height="content")
 

@@ -20,7 +20,7 @@ import json
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -90,7 +90,7 @@ def nearest_first(layer: int, num_layers: int) -> list[int]:
 
 def build(trace: encoder.Trace, sel: dict[str, Any], *, name: str, present: bool = False, trace_id: str = "",
           weights: np.ndarray | None = None, deflated: Callable[[int], bytes | None] | None = None,
-          stack: torch.Tensor | None = None) -> bytes:
+          stack: torch.Tensor | None = None, held: Collection[int] = ()) -> bytes:
     """The components' data: tokens, sizes and the chosen view in the header, then the shipped layers' weights.
 
     sel: {"layer", "head", "avg", "query"} and whatever else the component reads. Up to FULL_UP_TO tokens: all
@@ -100,6 +100,8 @@ def build(trace: encoder.Trace, sel: dict[str, Any], *, name: str, present: bool
     stack: what to ship instead of trace.attention, any non-negative (L, H, T, T) or (L, T, T) map (a measure's
     Maps.heads or Maps.layers); a layer whose values pass 1 ships as fractions of its largest, named in
     header["top"]. Its trace_id must name the stack too: the browser keeps what it holds while the id stays.
+    held: the layers the browser said it holds of this id (its last pick): they are not sent again (up to
+    FULL_UP_TO tokens, where every layer travels at once, nothing is sent when it holds them all).
     """
     maps = trace.attention if stack is None else stack
     if maps.dim() == 3:
@@ -113,11 +115,15 @@ def build(trace: encoder.Trace, sel: dict[str, Any], *, name: str, present: bool
         if top is not None:
             header["top"] = top
     if T <= FULL_UP_TO:
+        if set(range(L)) <= set(held):
+            return encode(header | dict(layers=[], bits=16, zipped=None), b"")
         header |= dict(layers=list(range(L)), bits=16, zipped=None)
         return encode(header, quantise(maps) if weights is None else weights)
     deflated = deflated or (lambda n: deflated_layer(maps[n]))
     layers, chunks, size = [], [], 0
     for n in nearest_first(sel["layer"], L):
+        if n in held:
+            continue
         chunk = deflated(n)
         if chunk is None:  # not at hand (still being prepared): the browser asks for it if it is needed
             continue
@@ -222,6 +228,27 @@ def in_range(value: Any, key: str) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and s.lo <= value <= s.hi
 
 
+def held_key(component_key: str) -> str:
+    """Where the session keeps what a component's browser view said it holds in its last pick."""
+    return f"{component_key}:held"
+
+
+def clean_held(held: Any) -> dict[str, Any] | None:
+    """A view's report of the layers it holds, checked: {"id": str, "layers": [int]}; None if it is anything else."""
+    if not isinstance(held, dict) or not isinstance(held.get("id"), str) or not isinstance(held.get("layers"), list):
+        return None
+    return dict(id=held["id"][:200], layers=sorted({n for n in held["layers"][:1024] if type(n) is int and n >= 0}))
+
+
+def held_layers(component_key: str, trace_id: str) -> frozenset[int]:
+    """The layers a component's browser view holds of `trace_id`, as its last pick said: none when the view was not
+    on the page in the last run (a view mounted anew holds nothing) or held another trace or stack."""
+    held = st.session_state.get(held_key(component_key))
+    if component_key not in st.session_state or not isinstance(held, dict) or held.get("id") != trace_id:
+        return frozenset()
+    return frozenset(held["layers"])
+
+
 def store_pick(component_key: str, fetching: bool = False) -> None:
     """A component's pick (layer, head, avg, heads, query) into the store; anything malformed is ignored.
 
@@ -239,5 +266,6 @@ def store_pick(component_key: str, fetching: bool = False) -> None:
         state.put("avg", pick["avg"])
     if isinstance(pick.get("heads"), str):  # the head view's; checked against the model when next drawn (selection)
         state.put("heads", several_heads(pick["heads"], SETTINGS["head"].hi + 1))
+    st.session_state[held_key(component_key)] = clean_held(pick.get("held"))
     if fetching and pick.get("need") is not True:
         st.rerun()

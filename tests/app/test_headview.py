@@ -130,6 +130,21 @@ def test_payload_round_trips_within_half_a_step():
     assert np.abs(w - att.numpy()).max() <= 0.5 / payload.LEVELS + 1e-9
 
 
+def test_layers_the_view_holds_are_not_sent_again():
+    """A settled pick says which layers the view holds of the trace; the next payload leaves those out (all of them
+    up to 128 tokens, where every layer travels at once; each one past that)."""
+    gen = torch.Generator().manual_seed(4)
+    short, long = (fake_trace(torch.rand(3, 2, T, T, generator=gen).softmax(-1)) for T in (9, 140))
+    sel = dict(layer=1, head=0, avg=False, query=0)
+    assert decoded(payload.build(short, sel, name="n", held={0, 1, 2}))[0]["layers"] == []
+    assert decoded(payload.build(short, sel, name="n", held={0, 2}))[0]["layers"] == [0, 1, 2]  # all or none
+    header, body = decoded(payload.build(long, sel, name="n", held={1}))
+    assert sorted(header["layers"]) == [0, 2] and len(body) == sum(header["zipped"])
+    for bad in (None, "x", {"id": 3, "layers": [1]}, {"id": "a", "layers": "1"}, {"id": "a"}):
+        assert payload.clean_held(bad) is None
+    assert payload.clean_held({"id": "a", "layers": [2, -1, "3", 2.0, True, 0, 2]}) == {"id": "a", "layers": [0, 2]}
+
+
 def test_payload_at_128_tokens_fits_3_mb():
     data = payload.build(fake_trace(torch.full((6, 12, 128, 128), 1 / 128)), dict(layer=4, head=0, avg=False, query=0),
                             name="n")
@@ -203,6 +218,37 @@ def test_hover_switch_and_average_draw_the_traces_weights_and_reach_the_url(page
     assert page.get_by_text("Inside layer 2, head 5").count() == 1
     assert_clean(page, app)
     assert not page.outside, page.outside
+
+
+def test_a_settled_pick_does_not_send_the_layers_again_and_a_view_mounted_anew_gets_them(page, app, model):
+    """Every layer (uint16 up to 128 tokens) travels once; a head click's settled run brings none of them again (it
+    resent 2.2 MB at 123 tokens, 2.6 MB at 512), and the lines drawn afterwards are still the trace's. Leaving the
+    page and coming back mounts a new view, which holds nothing: it gets every layer again."""
+    trace = run(model, SENTENCE)
+    it = trace.tokens.index("it")
+    s = open_view(page, app)
+    assert s["received"] == "0.1.2.3.4.5"
+    search = page.evaluate("() => location.search")
+    page.locator('.hv button[data-head="7"]').click()
+    page.wait_for_function("(s) => location.search !== s", arg=search, timeout=CHANGE_MS)
+    settle(page)
+    s = wait_state(page, lambda s: int(s["payloads"]) >= 2)
+    assert s["received"] == "" and s["held"] == "0,1,2,3,4,5", s  # the pick's run: no layer again
+    page.locator('.hv button[data-layer="4"]').click()
+    token(page, "left", it).hover()
+    s = wait_state(page, lambda s: s["layer"] == "4" and s["focus"] == f"q{it}" and s["lines"])
+    check_lines(s["lines"], trace.attention[4, 7:8, it], it, ["7"])
+    page.wait_for_function("() => new URLSearchParams(location.search).get('layer') === '4'", timeout=CHANGE_MS)
+    settle(page)
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Activations").click()
+    settle(page)
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Inside a head").click()
+    settle(page)
+    s = wait_state(page, lambda s: s["received"] == "0.1.2.3.4.5")
+    token(page, "left", it).hover()
+    s = wait_state(page, lambda s: s["focus"] == f"q{it}" and s["lines"])
+    check_lines(s["lines"], trace.attention[4, 7:8, it], it, ["7"])
+    assert_clean(page, app)
 
 
 def test_several_heads_reach_the_url_and_reopen_from_it(page, app, model):
