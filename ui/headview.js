@@ -235,7 +235,8 @@ class HeadView extends View {
     const h = payload.header;
     const fresh = this.layers.take(payload);
     // the layers this payload brought (none the view held), and how many payloads came
-    Object.assign(this.root.dataset, { received: h.layers.join("."), payloads: String(+(this.root.dataset.payloads ?? 0) + 1) });
+    Object.assign(this.root.dataset, { received: h.layers.join("."),
+      payloads: String(+(this.root.dataset.payloads ?? 0) + 1) });
     if (fresh) {
       this.lines = h.sel.lines || RAW_LINES;
       Object.assign(this, { T: h.T, H: h.H, L: h.L, NH: this.lines.heads || h.H, tokens: h.tokens, name: h.name,

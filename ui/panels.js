@@ -110,7 +110,8 @@ function put(ctx, drawn, kind, text, x, y, cell) {
   if (!drawn) return;
   const m = ctx.measureText(text);
   drawn.push({ kind, text, px: parseFloat(ctx.font), left: x - m.actualBoundingBoxLeft,
-    right: x + m.actualBoundingBoxRight, top: y - m.actualBoundingBoxAscent, bottom: y + m.actualBoundingBoxDescent, ...(cell ? { cell } : {}) });
+    right: x + m.actualBoundingBoxRight, top: y - m.actualBoundingBoxAscent, bottom: y + m.actualBoundingBoxDescent,
+    ...(cell ? { cell } : {}) });
 }
 
 // The palette index of value v on zmin..zmax (NaN: -1).
@@ -277,6 +278,7 @@ class PanelsView extends Part {
     this.png = buttons.PNG;
     this.stage = el("div", "pn-stage");
     this.canvas = el("canvas", "pn-canvas");
+    this.canvas.setAttribute("role", "img");
     this.tip = el("div", "pn-tip");
     this.tip.hidden = true;
     this.stage.append(this.canvas, this.tip);
@@ -300,7 +302,7 @@ class PanelsView extends Part {
     this.shown = shown;
     this.luts = shown.header.panels.map((p) => palette(p.scale));
     this.root.dataset.name = shown.header.name;
-    this.canvas.setAttribute("role", "img"); // what a screen reader says of the picture: its title and subtitle, as text
+    // what a screen reader says of the picture (role img): its title and subtitle, as text
     this.canvas.setAttribute("aria-label", [...shown.header.title, ...shown.header.subtitle].join(" "));
     this.tip.style.fontSize = `${shown.header.size}px`;
     this.width = 0;

@@ -19,28 +19,20 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from encoder.viz.export import safe_filename
+from encoder.viz.style import QuickFigure
 
 from . import payload
 from .components import register
 
-__all__ = ["Chart", "chart", "show"]
+__all__ = ["chart", "show"]
 
 _mount = register("panels", "panels")
 _RGB = re.compile(r"rgba?\(([^)]*)\)")
-
-
-@dataclass(frozen=True)
-class Chart:
-    """What the component draws: the payload, and the narrowest width at which its texts fit (px)."""
-
-    data: bytes
-    min_px: int
 
 
 def _lines(text: str) -> list[str]:
@@ -81,11 +73,14 @@ def _product_of(grids: list[np.ndarray], i: int) -> list[int] | None:
     return None
 
 
-def chart(fig: Any, filename: str) -> Chart:
+def chart(fig: Any, filename: str) -> bytes:
     """The payload of a figure made by encoder/viz/heads.py (heatmap panels, paper notes, rectangles), saved as
-    `filename`.png at 3x by the component's PNG button."""
-    plain = fig.plain() if hasattr(fig, "plain") else None
-    data, layout = plain if plain is not None else (fig.to_plotly_json()["data"], fig.to_plotly_json()["layout"])
+    `filename`.png at 3x by the component's PNG button; the chart keeps the figure's least width (header minPx)."""
+    plain = fig.plain() if isinstance(fig, QuickFigure) else None
+    if plain is None:  # a figure whose plotly objects are built
+        built = fig.to_plotly_json()
+        plain = (built["data"], built["layout"])
+    data, layout = plain
     size = layout["font"]["size"]
     title = layout["title"]
     panels, bodies, at = [], [], 0
@@ -125,9 +120,9 @@ def chart(fig: Any, filename: str) -> Chart:
         subtitle=_lines(title.get("subtitle", {}).get("text", "")),
         subSize=title.get("subtitle", {}).get("font", {}).get("size", size), panels=panels, notes=notes,
         shapes=shapes, minPx=int(layout.get("meta", {}).get("min_px", 0)))
-    return Chart(payload.encode(header, b"".join(bodies)), header["minPx"])
+    return payload.encode(header, b"".join(bodies))
 
 
-def show(key: str, fig: Chart) -> None:
-    """Draw a chart (a Chart from chart()) as the component `key`: the same key keeps the canvas between runs."""
-    _mount(key=key, data=fig.data, width="stretch", height="content")
+def show(key: str, data: bytes) -> None:
+    """Draw a chart (the payload from chart()) as the component `key`: the same key keeps the canvas between runs."""
+    _mount(key=key, data=data, width="stretch", height="content")

@@ -30,17 +30,17 @@ KINDS = ("scores", "values", "output")
 HOSTILE = "<b>x</b> & [a](javascript:alert(1)) \u202eevil {{x}}"
 
 
-def decoded(chart: panels.Chart) -> tuple[dict, list[np.ndarray]]:
+def decoded(chart: bytes) -> tuple[dict, list[np.ndarray]]:
     """The header and each panel's values, read as the browser reads them."""
-    n = struct.unpack("<I", chart.data[:4])[0]
-    header = json.loads(chart.data[4:4 + n])
+    n = struct.unpack("<I", chart[:4])[0]
+    header = json.loads(chart[4:4 + n])
     body = -(-(4 + n) // 8) * 8
     values = []
     for p in header["panels"]:
         count = p["shape"][0] * p["shape"][1]
         dtype = np.dtype("<f4" if p["dtype"] == "f4" else "<f8")
         values.append(None if "product" in p else
-                      np.frombuffer(chart.data, dtype, count, body + p["at"]).reshape(p["shape"]).astype(np.float64))
+                      np.frombuffer(chart, dtype, count, body + p["at"]).reshape(p["shape"]).astype(np.float64))
     for i, p in enumerate(header["panels"]):
         if "product" in p:  # rows scaled by a column, as ui/panels.js computes them
             values[i] = values[p["product"][0]] * values[p["product"][1]]
@@ -113,7 +113,7 @@ def test_the_registered_javascript_reads_the_payload_back_exactly(tmp_path, smal
     files = []
     for n, chart in enumerate(charts):
         files.append(tmp_path / f"{n}.bin")
-        files[-1].write_bytes(chart.data)
+        files[-1].write_bytes(chart)
     script = ("import { readFileSync } from 'node:fs'; import { pathToFileURL } from 'node:url';"
               "const [m, ...files] = process.argv.slice(1); const pn = await import(pathToFileURL(m).href);"
               "process.stdout.write(JSON.stringify(files.map(f => pn.decodePanels(new Uint8Array(readFileSync(f)))"
