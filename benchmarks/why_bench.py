@@ -47,7 +47,8 @@ def opened(page: str, params: dict, timeout: float = 1800) -> tuple[object, floa
 
 
 def component_bytes(at) -> int:
-    """What the page's components send in one run (the head view and the three step charts): payloads, JS and CSS."""
+    """What the page's components send in one run (the head view and the three step charts): their payloads, and their
+    JS and CSS where inline (served as files under a server and AppTest alike: ui/components.py)."""
     return sum(len(el.proto.bytes) + len(el.proto.js_content) + len(el.proto.css_content)
                for el in at.get("bidi_component"))
 

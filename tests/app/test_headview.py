@@ -457,10 +457,10 @@ def test_slide_exports_are_files_with_the_tokens_as_text(page, app):
     assert not page.dialogs and not page.outside, page.outside
 
 
-# What the components' own code (Streamlit names their modules st-bidi-<component>-<hash>.js) hooks into the window:
+# What the components' own code (served as /_stcore/bidi-components/encoder_explorer.<name>/…) hooks into the window:
 # 'resize' listeners and ResizeObservers still live, each noted by the stack that made it, dropped when removed.
 HOOKS_JS = """(() => {
-  const ours = () => new Error().stack.includes('st-bidi-encoder_explorer');
+  const ours = () => new Error().stack.includes('/bidi-components/encoder_explorer.');
   const live = window.__componentHooks = {listeners: new Set(), observers: new Set()};
   const add = window.addEventListener, remove = window.removeEventListener;
   window.addEventListener = function (type, fn, ...rest) {
@@ -501,6 +501,39 @@ def test_a_component_that_leaves_the_page_leaves_no_listener_or_observer(page, a
             assert page.evaluate("() => document.querySelector('[data-testid=\"stBidiComponentIsolated\"]')"
                                  ".shadowRoot.querySelectorAll('.hm, .hv').length") == 1
         assert page.evaluate(HOOKS) == hooks, title
+    assert_clean(page, app)
+
+
+def test_the_components_code_comes_as_files_and_no_run_carries_it(page, app):
+    """Each component's code is its ui/components.py join, fetched from the server as a file (its module once per
+    page load; its few kB of style sheet again on a page's return), and no message of the page's runs, the first or
+    another page's, carries any of it."""
+    from ui import components
+
+    frames: list[bytes] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(
+        data if isinstance(data, bytes) else data.encode())))
+    fetched: list[str] = []
+    page.on("response", lambda r: fetched.append(r.url) if "/_stcore/bidi-components/" in r.url else None)
+    state = open_view(page, app)
+    (page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Attention")).click()
+    settle(page)
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Inside a head").click()
+    settle(page)
+    wait_state(page, lambda s: s["draws"] is not None and s is not state)
+    stems = {}
+    for url in fetched:
+        name, digest, file = urllib.parse.urlsplit(url).path.split("/bidi-components/")[1].split("/")
+        stem, ext = file.rsplit(".", 1)
+        response = page.request.get(url)
+        assert response.ok and response.text() == components.joined(stem, ext), url
+        stems[name] = stems.get(name, set()) | {stem}
+    assert stems == {"encoder_explorer.head_view": {"headview"}, "encoder_explorer.panels": {"panels"},
+                     "encoder_explorer.attention_map": {"heatmap"}}, fetched
+    scripts = [url for url in fetched if url.endswith(".js")]
+    assert len(scripts) == len(set(scripts)) == 3  # each module once, however often its component is mounted
+    code = [components.joined(stem, "js").encode() for stem in ("headview", "panels", "heatmap")]
+    assert frames and not any(own[-200:] in frame for frame in frames for own in code)
     assert_clean(page, app)
 
 

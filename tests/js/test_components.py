@@ -160,3 +160,66 @@ def test_the_attention_maps_payload_reads_back_in_the_browsers_code(tmp_path, T)
     assert names == {"model": "custom", "words": export.sentence_words(trace)}
     assert export.export_name(trace, "value", "L1", "H1", model="custom") == "_".join(["custom", "value", "L1", "H1",
                                                                                        names["words"]])[:140]
+
+
+# ------------------------------------------------------------------ the components' code served as files (issue 23)
+ONCE = """
+from tests.js.probe_component import mount
+mount(key="probe", data={"link": "x", "label": "y"})
+"""
+BLOCKED = """
+from pathlib import Path
+from ui.components import register
+register("blocked", "copy_link", root=Path({root!r}))(key="probe", data={{"link": "x", "label": "y"}})
+"""
+
+
+def test_a_components_code_is_written_once_whole_and_moves_with_its_digest(tmp_path):
+    code = {ext: components.joined("copy_link", ext) for ext in ("js", "css")}
+    paths = components.written("probe", "copy_link", code, tmp_path)
+    assert paths is not None and paths["js"].endswith("/copy_link.js") and paths["css"].endswith("/copy_link.css")
+    for ext, rel in paths.items():
+        assert (tmp_path / "probe" / rel).read_text(encoding="utf-8") == code[ext]
+    assert components.written("probe", "copy_link", code, tmp_path) == paths  # the same code, the same place
+    changed = components.written("probe", "copy_link", {**code, "js": code["js"] + "\n// changed"}, tmp_path)
+    assert changed["js"].split("/")[0] != paths["js"].split("/")[0]  # new code, a new folder: no stale copy
+    assert not list(tmp_path.rglob("*.part"))
+    # where the folder cannot be made (a file stands in its way) the code stays inline
+    (tmp_path / "blocked").write_text("", encoding="utf-8")
+    assert components.written("probe", "copy_link", code, tmp_path / "blocked") is None
+
+
+def test_every_runtime_gets_the_code_as_a_file_and_no_run_carries_it(tmp_path):
+    """A module is imported once, but AppTest gives each app its own runtime (a server has one): the folder is
+    declared on the runtime a mount runs in. A run's message names the file and holds none of the code; where no
+    folder can be written, the code is inline."""
+    from streamlit.testing.v1 import AppTest
+
+    for _ in range(3):
+        at = AppTest.from_string(ONCE, default_timeout=60).run()
+        assert not at.exception, [e.value for e in at.exception]
+        (el,) = at.get("bidi_component")
+        assert el.proto.component_name == "encoder_explorer.probe"
+        assert el.proto.js_content == "" and el.proto.css_content == ""
+        digest, name = el.proto.js_source_path.split("/")
+        assert name == "copy_link.js" and el.proto.css_source_path == f"{digest}/copy_link.css"
+        for ext in ("js", "css"):
+            served = components.ASSETS / "probe" / digest / f"copy_link.{ext}"
+            assert served.read_text(encoding="utf-8") == components.joined("copy_link", ext)
+    (tmp_path / "blocked").write_text("", encoding="utf-8")
+    at = AppTest.from_string(BLOCKED.format(root=str(tmp_path / "blocked")), default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    (el,) = at.get("bidi_component")
+    assert el.proto.js_content == components.joined("copy_link", "js") and el.proto.js_source_path == ""
+
+
+def test_a_folder_another_user_could_write_to_is_not_used(tmp_path):
+    """In a shared /tmp another user could swap the code in a folder they can write to: such a root is refused."""
+    code = {ext: components.joined("copy_link", ext) for ext in ("js", "css")}
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert components.written("probe", "copy_link", code, shared) is None
+    shared.chmod(0o700)
+    assert components.written("probe", "copy_link", code, shared) is not None
+    assert components.ASSETS.name.endswith(f"-{components.OWNER}")
