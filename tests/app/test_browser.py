@@ -93,7 +93,9 @@ MARKUP_JS = """(within) => {
   const main = document.querySelector('[data-testid="stMain"]');
   const md = `${within} [data-testid="stMarkdownContainer"] :is(b, strong, em, i, u, s, del, a, img, h1, h2, h3, h4, `
            + 'h5, h6, ul, ol, blockquote, code, pre, table, hr)';
-  return {scripts: document.querySelectorAll('script').length,
+  // the components' own modules (ui/components.py) come and go with their components: not counted
+  const ours = 'script[type="module"][src*="/_stcore/bidi-components/encoder_explorer."]';
+  return {scripts: document.querySelectorAll(`script:not(${ours})`).length,
           created: [...main.querySelectorAll(`${md}, img, iframe, object, embed, video, audio, form`)]
                    .map(e => `${e.tagName}:${e.textContent.slice(0, 80)}`),
           jsLinks: document.querySelectorAll('a[href^="javascript" i]').length};
