@@ -506,23 +506,16 @@ export class Stamp {
 }
 
 // The pick back to the app. settle() sends it SYNC_MS after the last call, and waits on while ready() is false (a
-// layer still coming: the app's run for it is not cut short); now() sends at once. A press or key anywhere outside
-// the view's root sends a waiting pick at once too: it may be a page link, and a pick still waiting when the page
-// is left would be lost. fromApp() tells what of the app's selection changed on the app's side (the URL, another
-// widget) since its last payload: never an echo of what this view sent, and nothing while a pick of the user's
-// waits.
+// layer still coming: the app's run for it is not cut short); now() sends at once. fromApp() tells what of the
+// app's selection changed on the app's side (the URL, another widget) since its last payload: never an echo of what
+// this view sent, and nothing while a pick of the user's waits.
 export class PickSync {
-  constructor(hooks, ready, post, root) {
-    Object.assign(this, { hooks, ready, post, timer: null, waiting: null, sent: null, app: null });
-    const elsewhere = (event) => {
-      if (this.timer !== null && !event.composedPath().includes(root)) this.now(this.waiting(), false);
-    };
-    for (const type of ["pointerdown", "keydown"]) hooks.listen(root.ownerDocument, type, elsewhere, { capture: true });
+  constructor(hooks, ready, post) {
+    Object.assign(this, { hooks, ready, post, timer: null, sent: null, app: null });
   }
 
   settle(pick) {
     this.hooks.clear(this.timer);
-    this.waiting = pick;
     this.timer = this.hooks.later(() => (this.ready() ? this.now(pick(), false) : this.settle(pick)), SYNC_MS);
   }
 
@@ -573,7 +566,7 @@ export class View extends Part {
     super(parent, cls);
     this.stamp = new Stamp(this.root, this.hooks);
     this.layers = new Layers((layer) => this.arrived(layer));
-    this.sync = new PickSync(this.hooks, ready, (name, value) => this.send(name, value), this.root);
+    this.sync = new PickSync(this.hooks, ready, (name, value) => this.send(name, value));
   }
 }
 

@@ -265,7 +265,8 @@ def held_now(fr: Any) -> dict[str, Any] | None:
 def take_pick() -> None:
     """The map's pick into the store (the settings a person changed in the browser) and what the browser holds
     into the session; anything malformed is ignored (a pick from the browser is not trusted)."""
-    pick = payload.sent(KEY, "pick")
+    result = st.session_state.get(KEY)
+    pick = result.get("pick") if result is not None else None
     if not isinstance(pick, dict):
         return
     for name in PICKED_INTS:

@@ -249,29 +249,14 @@ def held_layers(component_key: str, trace_id: str) -> frozenset[int]:
     return frozenset(held["layers"])
 
 
-def sent(component_key: str, event: str) -> Any:
-    """What a component sent as `event` (setTriggerValue), as its change callback reads it; None if nothing.
-
-    Streamlit's result under the component's key holds it in a run of the component's own page. A pick sent by a
-    press on a page link (ui/component_base.js, PickSync) is handled in the run that draws the next page, where that
-    result is missing; the trigger is then still in the list Streamlit keeps under `<key>__events`.
-    """
-    result = st.session_state.get(component_key)
-    if result is not None:
-        return result.get(event)
-    events = st.session_state.get(f"{component_key}__events")
-    found = [e.get("value") for e in events if isinstance(e, dict) and e.get("event") == event] \
-        if isinstance(events, list) else []
-    return found[-1] if found else None
-
-
 def store_pick(component_key: str, fetching: bool = False) -> None:
     """A component's pick (layer, head, avg, heads, query) into the store; anything malformed is ignored.
 
     Where the view asks for layers (fetching), a pick with need=true reruns only the view's fragment, to bring the
     layer; the settled choice then reruns the app, so the rest of the page follows it.
     """
-    pick = sent(component_key, "pick")
+    result = st.session_state.get(component_key)
+    pick = result.get("pick") if result is not None else None
     if not isinstance(pick, dict):
         return
     for name in ("layer", "head", "query"):

@@ -251,30 +251,6 @@ def test_a_settled_pick_does_not_send_the_layers_again_and_a_view_mounted_anew_g
     assert_clean(page, app)
 
 
-@pytest.mark.parametrize("where", ["head view", "map"])
-def test_a_pick_made_just_before_leaving_the_page_is_kept(page, app, where):
-    """A pick goes back to the app once the clicking stops (0.8 s later). A press anywhere outside the view sends a
-    waiting pick at once, so a head clicked just before a page link is kept: back on the page, it is the head shown
-    and in the URL (it was lost before)."""
-    path, view, title = ("/inside-a-head", ".hv", "Inside a head") if where == "head view" else ("/", ".hm", "Attention")
-    page.goto(app.link(path))
-    settle(page)
-    page.wait_for_function(f"() => document.querySelector('[data-testid=\"stBidiComponentIsolated\"]')"
-                           f"?.shadowRoot?.querySelector('{view}')?.dataset.draws", timeout=LOAD_MS)
-    page.locator(f'{view} button[data-head="6"]').click()
-    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Activations").click()  # well within 0.8 s
-    settle(page)
-    page.wait_for_function("() => location.pathname.endsWith('/statistics')", timeout=CHANGE_MS)
-    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).click()
-    settle(page)
-    page.wait_for_function(f"() => document.querySelector('[data-testid=\"stBidiComponentIsolated\"]')"
-                           f"?.shadowRoot?.querySelector('{view}')?.dataset.draws", timeout=LOAD_MS)
-    head = page.evaluate(f"() => document.querySelector('[data-testid=\"stBidiComponentIsolated\"]')"
-                         f".shadowRoot.querySelector('{view} button[data-head=\"6\"]').classList.contains('on')")
-    assert head and query(page)["head"] == ["6"]
-    assert_clean(page, app)
-
-
 def test_several_heads_reach_the_url_and_reopen_from_it(page, app, model):
     trace = run(model, SENTENCE)
     it = trace.tokens.index("it")

@@ -127,10 +127,6 @@ function fakeHooks() {
     clear(id) {
       queue.delete(id);
     },
-    listened: [],
-    listen(target, type, fn, options) {
-      this.listened.push({ target, type, fn, options });
-    },
     run() {
       const due = [...queue.entries()];
       queue.clear();
@@ -144,7 +140,7 @@ test("PickSync: one pick after the clicking stops, held back while the view is n
   const posted = [];
   let ready = false;
   let layer = 0;
-  const sync = new base.PickSync(hooks, () => ready, (name, value) => posted.push([name, value]), fakeRoot());
+  const sync = new base.PickSync(hooks, () => ready, (name, value) => posted.push([name, value]));
   for (layer of [1, 2, 3]) sync.settle(() => ({ layer }));
   assert.equal(hooks.queue.size, 1, "each click restarts the one timer");
   assert.equal([...hooks.queue.values()][0].ms, base.SYNC_MS);
@@ -158,34 +154,9 @@ test("PickSync: one pick after the clicking stops, held back while the view is n
   assert.deepEqual(posted.at(-1), ["pick", { layer: 5, need: true }]);
 });
 
-const fakeRoot = () => ({ ownerDocument: { name: "the page" } });
-
-test("PickSync: a press or key outside the view sends a waiting pick at once (a page link may follow)", () => {
-  const hooks = fakeHooks();
-  const posted = [];
-  const root = fakeRoot();
-  const sync = new base.PickSync(hooks, () => false, (name, value) => posted.push([name, value]), root);
-  assert.deepEqual(hooks.listened.map((l) => [l.target, l.type, l.options.capture]),
-    [[root.ownerDocument, "pointerdown", true], [root.ownerDocument, "keydown", true]]);
-  const press = (path) => hooks.listened.forEach((l) => l.type === "pointerdown" && l.fn({ composedPath: () => path }));
-  press([{}, root.ownerDocument]);
-  assert.deepEqual(posted, [], "nothing waits: nothing sent");
-  sync.settle(() => ({ layer: 2 }));
-  press([{}, root, root.ownerDocument]);
-  assert.deepEqual(posted, [], "a press inside the view: the pick keeps waiting");
-  assert.notEqual(sync.timer, null);
-  sync.settle(() => ({ layer: 4 }));
-  press([{}, root.ownerDocument]);
-  assert.deepEqual(posted, [["pick", { layer: 4, need: false }]], "outside: sent at once, not ready or not");
-  assert.equal(sync.timer, null);
-  assert.equal(hooks.queue.size, 0);
-  press([{}, root.ownerDocument]);
-  assert.equal(posted.length, 1, "sent once");
-});
-
 test("PickSync.fromApp: what changed on the app's side, never an echo, nothing while a pick waits", () => {
   const hooks = fakeHooks();
-  const sync = new base.PickSync(hooks, () => true, () => {}, fakeRoot());
+  const sync = new base.PickSync(hooks, () => true, () => {});
   assert.deepEqual(sync.fromApp({ layer: 1, head: 2 }, ["layer", "head"]), {}, "the first selection is applied whole");
   assert.deepEqual(sync.fromApp({ layer: 4, head: 2 }, ["layer", "head"]), { layer: 4 }, "the URL moved the layer");
   sync.now({ layer: 0, head: 7 }, false);
