@@ -273,7 +273,9 @@ export function statusLine(cls) {
 export function markOn(box, attr, on) {
   for (const b of box.querySelectorAll(`button[data-${attr}]`)) {
     const v = b.dataset[attr];
-    b.classList.toggle("on", on(/^\d+$/.test(v) ? +v : v));
+    const chosen = !!on(/^\d+$/.test(v) ? +v : v);
+    b.classList.toggle("on", chosen);
+    b.setAttribute("aria-pressed", String(chosen)); // a screen reader says which is chosen, not only the colour
   }
 }
 

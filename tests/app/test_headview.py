@@ -196,6 +196,10 @@ def test_hover_switch_and_average_draw_the_traces_weights_and_reach_the_url(page
     token(page, "left", it).hover()
     s = wait_state(page, lambda s: s["layer"] == "2" and s["heads"] == "5" and s["focus"] == f"q{it}" and s["lines"])
     check_lines(s["lines"], trace.attention[2, 5:6, it], it, ["5"])
+    pressed = page.evaluate(f"""() => Object.fromEntries([...({HV})().querySelectorAll('button[data-layer], button[data-head]')]
+      .map(b => [`${{b.dataset.layer ?? ''}}/${{b.dataset.head ?? ''}}`, b.getAttribute('aria-pressed')]))""")
+    assert {k for k, v in pressed.items() if v == "true"} == {"2/", "/5"}, pressed  # said, not only coloured
+    assert set(pressed.values()) == {"true", "false"}
 
     # Several heads in colours, then the head average.
     page.locator('.hv button[data-mode="several"]').click()
